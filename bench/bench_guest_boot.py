@@ -18,9 +18,9 @@ from pathlib import Path
 
 import requests
 
-from hcu.attempt import AttemptId
-from hcu.osworld.docker_engine import docker_client
-from hcu.osworld.guest import GuestSpec, bridge_address, cleanup, remove_guest, start_guest
+from hcu.osworld.attempt.identity import AttemptId
+from hcu.osworld.guest.docker_engine import docker_client
+from hcu.osworld.guest.lifecycle import GuestSpec, bridge_address, cleanup, remove_guest, start_guest
 
 IMAGE = "hcu-test-desktop:latest"
 ROUNDS = 3

@@ -15,11 +15,11 @@ import time
 from pathlib import Path
 
 from hcu import REPO_ROOT
-from hcu.attempt import AttemptId
-from hcu.osworld.guest import GuestSpec, remove_guest, start_guest
-from hcu.osworld.records import TaskResult
-from hcu.osworld.stand_in import scripted_stack
-from hcu.records import read_record
+from hcu.demo.stand_in import scripted_stack
+from hcu.osworld.attempt.identity import AttemptId
+from hcu.osworld.attempt.result import TaskResult
+from hcu.osworld.guest.lifecycle import GuestSpec, remove_guest, start_guest
+from hcu.record_io import read_record
 
 TASK = "e0df059f-28a6-4169-924f-b9623e7184cc"
 PREP = ("boot", "isolate", "upload", "setup", "probe")

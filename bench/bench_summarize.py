@@ -14,7 +14,7 @@ from pathlib import Path
 
 import orjson
 
-from hcu.osworld.config import parse_config
+from hcu.osworld.queue.config import parse_config
 from hcu.osworld.summarize import summarize
 
 TASKS = 10_000

@@ -2,8 +2,8 @@
 """Install hcu's overlay into an OSWorld checkout:  python3 scripts/install-osworld-v2.py CHECKOUT
 
 The overlay makes the checkout's own code (1) fill setup downloads and `cloud_file` getters from hcu's asset
-cache (`hcu.osworld.checkout_overlay.prefill_download`) and (2) retry Chrome's `connect_over_cdp` with bounded
-backoff instead of launching a second browser (`connect_over_cdp`). It adds `desktop_env/hcu_overlay.py`
+cache (`hcu.osworld.osworld_bridge.checkout_overlay.prefill_download`) and (2) retry Chrome's
+`connect_over_cdp` with bounded backoff instead of launching a second browser. It adds `desktop_env/hcu_overlay.py`
 (which falls back to upstream behaviour when hcu is not importable) and a few one-line edits, each found by
 an exact anchor in the upstream source.
 
@@ -32,11 +32,11 @@ SHIM_PATH = Path("desktop_env") / "hcu_overlay.py"
 SHIM = f'''"""Written by hcu's scripts/install-osworld-v2.py (overlay version {OVERLAY_VERSION}).
 Re-run the installer instead of editing this file.
 
-Forwards to hcu.osworld.checkout_overlay when hcu is importable; otherwise behaves as upstream OSWorld.
+Forwards to hcu.osworld.osworld_bridge.checkout_overlay when hcu is importable; otherwise behaves as upstream OSWorld.
 """
 
 try:
-    from hcu.osworld.checkout_overlay import connect_over_cdp, prefill_download
+    from hcu.osworld.osworld_bridge.checkout_overlay import connect_over_cdp, prefill_download
 except ImportError:
 
     def prefill_download(url, target):

@@ -18,7 +18,7 @@ fi
 for _ in $(seq 1 20); do ip -4 addr show docker0 2>/dev/null | grep -q inet && break; sleep 0.5; done
 # Guest APIs are unauthenticated: only the host may use them, never another guest (ten-problems #4). Guests
 # may not talk to each other on the bridge, nor reach the guest ports the host publishes on the bridge address
-# (hcu.osworld.ports leases 20000-31999); the gateway's ports stay reachable.
+# (hcu.osworld.guest.ports leases 20000-31999); the gateway's ports stay reachable.
 if command -v iptables >/dev/null; then
   for rule in "DOCKER-USER -i docker0 -o docker0 -j DROP" "INPUT -i docker0 -p tcp --dport 20000:31999 -j REJECT"; do
     read -ra r <<<"$rule"

@@ -13,10 +13,10 @@ import sys
 import docker.errors
 from pydantic import BaseModel
 
-from hcu.attempt import LABEL_ATTEMPT, LABEL_MANAGED, LABEL_RUN_ID, LABEL_TASK_ID
-from hcu.osworld import overlay as overlays
-from hcu.osworld import ports as port_leases
-from hcu.osworld.docker_engine import docker_client
+from hcu.osworld.attempt.identity import LABEL_ATTEMPT, LABEL_MANAGED, LABEL_RUN_ID, LABEL_TASK_ID
+from hcu.osworld.guest import overlay as overlays
+from hcu.osworld.guest import ports as port_leases
+from hcu.osworld.guest.docker_engine import docker_client
 
 
 class CleanupReport(BaseModel):

@@ -23,16 +23,16 @@ import orjson
 from filelock import FileLock, Timeout
 from pydantic import ValidationError
 
-from hcu.attempt import AttemptId
-from hcu.osworld.config import ConfigError, RunConfig, load_config
+from hcu.osworld.attempt.identity import AttemptId
 from hcu.osworld.errors import policy_for
-from hcu.osworld.manifest import ManifestMismatch, record_start
-from hcu.osworld.queue_containers import cleanup_attempt, run_attempts_with_containers
-from hcu.osworld.queue_gate import GatewayMismatch, LaunchGate, gateway_gate
-from hcu.osworld.queue_launch import RUN_TASK, runner_args, spawn
-from hcu.osworld.queue_state import RetryNote, TaskView, read_retry_notes, runs_attempt, scan_task
-from hcu.osworld.queue_status import ActiveAttempt, Finish, StatusView, render
-from hcu.records import write_atomic, write_json, write_record
+from hcu.osworld.queue.config import ConfigError, RunConfig, load_config
+from hcu.osworld.queue.containers import cleanup_attempt, run_attempts_with_containers
+from hcu.osworld.queue.gate import GatewayMismatch, LaunchGate, gateway_gate
+from hcu.osworld.queue.launch import RUN_TASK, runner_args, spawn
+from hcu.osworld.queue.manifest import ManifestMismatch, record_start
+from hcu.osworld.queue.state import RetryNote, TaskView, read_retry_notes, runs_attempt, scan_task
+from hcu.osworld.queue.status import ActiveAttempt, Finish, StatusView, render
+from hcu.record_io import write_atomic, write_json, write_record
 
 DEFAULT_POLL_SEC = 5.0
 

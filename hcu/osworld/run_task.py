@@ -18,24 +18,24 @@ from pathlib import Path
 import orjson
 
 from hcu import REPO_ROOT
-from hcu.attempt import AttemptId
-from hcu.osworld.agent_phase import AgentLimits, AgentOutcome, run_agent
 from hcu.osworld.agents import get_adapter
 from hcu.osworld.agents.base import AgentContext
+from hcu.osworld.attempt.agent_phase import AgentLimits, AgentOutcome, run_agent
+from hcu.osworld.attempt.identity import AttemptId
+from hcu.osworld.attempt.isolation import prepare_agent, remove_inherited, upload_plan
+from hcu.osworld.attempt.options import RunTaskOptions, parse_options
+from hcu.osworld.attempt.phases import PhaseLog
+from hcu.osworld.attempt.probe import check_executables, check_gateway_from_guest, check_mcp
+from hcu.osworld.attempt.result import TaskResult
+from hcu.osworld.attempt.usage import usage_for_scope
 from hcu.osworld.errors import EvaluatorError, PhaseError
-from hcu.osworld.evaluate import evaluate
-from hcu.osworld.guest import Guest, GuestSpec, bridge_address, remove_guest, start_guest
-from hcu.osworld.guest_api import GuestAPIError
-from hcu.osworld.isolation import prepare_agent, remove_inherited, upload_plan
-from hcu.osworld.phases import PhaseLog
-from hcu.osworld.preflight import check_executables, check_gateway_from_guest, check_mcp
-from hcu.osworld.queue_state import lease_for_this_process
-from hcu.osworld.records import TaskResult
-from hcu.osworld.setup import run_setup
-from hcu.osworld.task_options import RunTaskOptions, parse_options
+from hcu.osworld.guest.api import GuestAPIError
+from hcu.osworld.guest.lifecycle import Guest, GuestSpec, bridge_address, remove_guest, start_guest
+from hcu.osworld.osworld_bridge.evaluate import evaluate
+from hcu.osworld.osworld_bridge.setup import run_setup
+from hcu.osworld.queue.state import lease_for_this_process
 from hcu.osworld.tasks import benchmark_defaults, load_task
-from hcu.osworld.usage import usage_for_scope
-from hcu.records import write_atomic, write_json, write_record
+from hcu.record_io import write_atomic, write_json, write_record
 
 log = logging.getLogger("hcu.run_task")
 

@@ -16,14 +16,14 @@ import uuid
 from pathlib import Path
 from typing import Any, Literal, NoReturn
 
-from hcu.attempt import AttemptId
-from hcu.osworld import osworld_code
+from hcu.osworld.attempt.identity import AttemptId
 from hcu.osworld.errors import PhaseError
-from hcu.osworld.evaluate import EvalResult, evaluate
-from hcu.osworld.readiness import ReadinessStep
-from hcu.osworld.setup import SetupStepError, SetupStepRecord, run_setup
+from hcu.osworld.guest.readiness import ReadinessStep
+from hcu.osworld.osworld_bridge import code as osworld_code
+from hcu.osworld.osworld_bridge.evaluate import EvalResult, evaluate
+from hcu.osworld.osworld_bridge.setup import SetupStepError, SetupStepRecord, run_setup
 from hcu.osworld.tasks import TaskDefinition, TaskError, benchmark_defaults, load_task
-from hcu.records import Record, write_record
+from hcu.record_io import Record, write_record
 
 DEFAULT_TEST_DESKTOP = "hcu-test-desktop:latest"
 REPORT_NAME = "report.json"
@@ -91,7 +91,7 @@ def _raise_on_sigterm(signum: int, frame: Any) -> None:
 
 
 def run(args: argparse.Namespace, task: TaskDefinition) -> CanaryReport:
-    from hcu.osworld.guest import GuestSpec, remove_guest, start_guest
+    from hcu.osworld.guest.lifecycle import GuestSpec, remove_guest, start_guest
 
     default_password, default_volume = benchmark_defaults(args.benchmark_version)
     spec = GuestSpec(

@@ -17,12 +17,12 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
-from hcu.osworld.config import RunConfig
-from hcu.osworld.manifest import RETRY_POLICY
-from hcu.osworld.stats import mean_interval, paired_difference, wilson
-from hcu.osworld.summary_report import render_markdown
-from hcu.osworld.summary_tasks import TaskRow, load_rows
-from hcu.records import write_atomic, write_json
+from hcu.osworld.queue.config import RunConfig
+from hcu.osworld.queue.manifest import RETRY_POLICY
+from hcu.osworld.summary.report import render_markdown
+from hcu.osworld.summary.rows import TaskRow, load_rows
+from hcu.osworld.summary.stats import mean_interval, paired_difference, wilson
+from hcu.record_io import write_atomic, write_json
 
 CSV_COLUMNS = ("task_id", "domain", "stratum", "status", "score", "evaluator_score", "withheld_reason",
                "termination", "failure_class", "attempts", "model_calls", "tokens", "input_tokens",

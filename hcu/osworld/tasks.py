@@ -69,7 +69,7 @@ def default_v1_tasks_dir() -> Path:
     configured = os.environ.get(TASKS_DIR_ENV)
     if configured:
         return Path(configured).expanduser()
-    from hcu.osworld.osworld_code import checkout_root
+    from hcu.osworld.osworld_bridge.code import checkout_root
 
     candidate = checkout_root() / "evaluation_examples"
     if not (candidate / "examples").is_dir() and (SHARED_TASKS_DIR / "examples").is_dir():
@@ -132,7 +132,7 @@ def _parse_v1(path: Path) -> TaskDefinition:
 
 def _load_v2(task_id: str) -> TaskDefinition:
     """V2 tasks are Python classes the checkout downloads itself; the runner never fetches them."""
-    from hcu.osworld.osworld_code import checkout_root
+    from hcu.osworld.osworld_bridge.code import checkout_root
 
     tasks_root = checkout_root() / V2_TASKS_SUBDIR
     if not tasks_root.is_dir():

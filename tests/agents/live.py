@@ -18,8 +18,8 @@ from pathlib import Path, PurePosixPath
 import docker
 import requests
 
-from hcu.attempt import AttemptId
 from hcu.osworld.agents.base import AgentContext, AgentPlan
+from hcu.osworld.attempt.identity import AttemptId
 
 IMAGE = "hcu-test-desktop:latest"
 BRIDGE = "172.17.0.1"

@@ -16,7 +16,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from hcu import REPO_ROOT
-from hcu.attempt import AttemptId
+from hcu.osworld.attempt.identity import AttemptId
 
 IMAGE = "hcu-test-desktop:latest"
 ARTIFACT = REPO_ROOT / "artifacts" / "computer-use"

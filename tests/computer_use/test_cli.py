@@ -34,5 +34,5 @@ def test_code_mode_adds_the_code_channel_in_canonical_order() -> None:
 def test_probe_spec_is_checked() -> None:
     proc = run("-m", "hcu.computer_use", "probe", "--spec", '{"args": []}')
     assert proc.returncode == 2 and "command" in proc.stderr and "Traceback" not in proc.stderr
-    proc = run("-m", "hcu.osworld.mcp_probe", "--container", "x", "--command", "c", "--env", "NOEQUALS")
+    proc = run("-m", "hcu.osworld.attempt.mcp_probe", "--container", "x", "--command", "c", "--env", "NOEQUALS")
     assert proc.returncode == 2 and "--env" in proc.stderr and "Traceback" not in proc.stderr

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from cu_desktop import GUEST_ARTIFACT, Desktop
 
+from hcu.osworld.attempt.mcp_probe import ProbeReport, docker_exec_runner, probe
 from hcu.osworld.errors import ProbeError
-from hcu.osworld.mcp_probe import ProbeReport, docker_exec_runner, probe
 
 pytestmark = pytest.mark.docker
 

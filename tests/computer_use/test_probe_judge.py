@@ -7,7 +7,7 @@ import io
 
 from PIL import Image
 
-from hcu.osworld.mcp_probe import judge
+from hcu.osworld.attempt.mcp_probe import judge
 
 
 def _raw(width: int, height: int) -> dict:

@@ -11,9 +11,9 @@ from pathlib import Path
 import docker.errors
 import pytest
 
-from hcu.attempt import AttemptId
-from hcu.osworld.docker_engine import docker_client
-from hcu.osworld.guest import Guest, GuestSpec, cleanup, remove_guest, start_guest
+from hcu.osworld.attempt.identity import AttemptId
+from hcu.osworld.guest.docker_engine import docker_client
+from hcu.osworld.guest.lifecycle import Guest, GuestSpec, cleanup, remove_guest, start_guest
 
 TEST_DESKTOP_IMAGE = "hcu-test-desktop:latest"
 

@@ -16,20 +16,20 @@ import orjson
 import pytest
 from docker.models.containers import Container
 
-from hcu.attempt import AttemptId
-from hcu.osworld import overlay as overlays
+from hcu.osworld.attempt.identity import AttemptId
 from hcu.osworld.cleanup import cleanup
-from hcu.osworld.docker_engine import docker_client
-from hcu.osworld.guest import container_name, volume_name
-from hcu.osworld.state import state_dir
+from hcu.osworld.guest import overlay as overlays
+from hcu.osworld.guest.docker_engine import docker_client
+from hcu.osworld.guest.lifecycle import container_name, volume_name
+from hcu.osworld.guest.state_dir import state_dir
 
 pytestmark = pytest.mark.docker
 
 BOOT = """
 import sys
 from pathlib import Path
-from hcu.attempt import AttemptId
-from hcu.osworld.guest import GuestSpec, start_guest
+from hcu.osworld.attempt.identity import AttemptId
+from hcu.osworld.guest.lifecycle import GuestSpec, start_guest
 image, docker_image, run_id, work_dir = sys.argv[1:]
 spec = GuestSpec(kind="qemu", image=image, docker_image=docker_image, volume_size_gb=1)
 start_guest(spec, AttemptId(run_id=run_id, task_id="boot", attempt=1), work_dir=Path(work_dir))

@@ -16,11 +16,12 @@ import pytest
 from PIL import Image
 from pydantic import ValidationError
 
-from hcu.attempt import AttemptId
-from hcu.osworld import ports as port_leases
-from hcu.osworld.docker_engine import docker_client
+from hcu.osworld.attempt.identity import AttemptId
 from hcu.osworld.errors import GuestError
-from hcu.osworld.guest import (
+from hcu.osworld.guest import ports as port_leases
+from hcu.osworld.guest.api import GuestAPIError
+from hcu.osworld.guest.docker_engine import docker_client
+from hcu.osworld.guest.lifecycle import (
     Guest,
     GuestPorts,
     GuestSpec,
@@ -30,9 +31,8 @@ from hcu.osworld.guest import (
     remove_guest,
     start_guest,
 )
-from hcu.osworld.guest_api import GuestAPIError
-from hcu.osworld.overlay import check_image, image_info
-from hcu.osworld.readiness import check_sudo, is_blank
+from hcu.osworld.guest.overlay import check_image, image_info
+from hcu.osworld.guest.readiness import check_sudo, is_blank
 
 MakeQcow2 = Callable[[str, str], Path]
 
@@ -265,8 +265,8 @@ def test_port_leases_are_disjoint_across_processes() -> None:
     """Eight live runner processes lease at once; no port is handed out twice; releasing frees the leases.
     (Each process stays alive until all have leased: a dead process's lease without a container is stale.)"""
     script = (
-        "import sys, json; from hcu.osworld import ports;"
-        "from hcu.osworld.docker_engine import docker_client;"
+        "import sys, json; from hcu.osworld.guest import ports;"
+        "from hcu.osworld.guest.docker_engine import docker_client;"
         "p = ports.allocate(docker_client(), sys.argv[1], {'hcu.run_id': 'lease-test'}, sys.argv[2]);"
         "print(json.dumps(p.model_dump()), flush=True); sys.stdin.read()"
     )
@@ -302,7 +302,7 @@ def test_sudo_check_fails_on_a_wrong_password_without_naming_it(desktop_guest: G
 def test_a_dead_runners_lease_is_reclaimed() -> None:
     """A lease whose process died and whose container never appeared is taken back by the next allocation."""
     script = (
-        "import sys; from hcu.osworld import ports; from hcu.osworld.docker_engine import docker_client;"
+        "import sys; from hcu.osworld.guest import ports; from hcu.osworld.guest.docker_engine import docker_client;"
         "ports.allocate(docker_client(), 'hcu-stale-lease-test', {'hcu.run_id': 'stale'}, sys.argv[1])"
     )
     subprocess.run([sys.executable, "-c", script, bridge_address()], check=True, timeout=120)

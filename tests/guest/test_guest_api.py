@@ -13,9 +13,9 @@ import pytest
 from docker.models.containers import Container
 from tenacity import Retrying, stop_after_attempt, wait_fixed
 
-from hcu.osworld.docker_engine import docker_client
-from hcu.osworld.guest import Guest
-from hcu.osworld.guest_api import ExecResult, GuestAPI, GuestAPIError
+from hcu.osworld.guest.api import ExecResult, GuestAPI, GuestAPIError
+from hcu.osworld.guest.docker_engine import docker_client
+from hcu.osworld.guest.lifecycle import Guest
 
 
 def wait_for(predicate: Callable[[], object], timeout_sec: float = 20.0, what: str = "condition") -> object:

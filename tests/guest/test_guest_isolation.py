@@ -7,8 +7,8 @@ from pathlib import Path
 import docker
 import pytest
 
-from hcu.attempt import AttemptId
-from hcu.osworld.guest import GuestSpec, remove_guest, start_guest
+from hcu.osworld.attempt.identity import AttemptId
+from hcu.osworld.guest.lifecycle import GuestSpec, remove_guest, start_guest
 
 pytestmark = pytest.mark.docker
 PROBE = ("import sys, urllib.request\n"

@@ -26,7 +26,7 @@ import pytest
 import requests
 
 from hcu import REPO_ROOT
-from hcu.attempt import AttemptId
+from hcu.osworld.attempt.identity import AttemptId
 
 pytestmark = pytest.mark.docker
 

@@ -16,7 +16,7 @@ import docker
 import orjson
 import pytest
 
-from hcu.osworld.config import load_config
+from hcu.osworld.queue.config import load_config
 from hcu.osworld.run_queue import run_queue
 from hcu.osworld.tasks import SHARED_TASKS_DIR
 

@@ -8,7 +8,7 @@ import signal
 import sys
 from pathlib import Path
 
-from hcu.osworld.config import load_config
+from hcu.osworld.queue.config import load_config
 from hcu.osworld.run_queue import QueueRefused, run_queue
 
 STANDIN = Path(__file__).with_name("standin_runner.py")

@@ -19,10 +19,10 @@ from pathlib import Path
 import docker
 import orjson
 
-from hcu.attempt import AttemptId
-from hcu.osworld.queue_state import lease_for_this_process
-from hcu.osworld.records import TaskResult
-from hcu.records import write_json, write_record
+from hcu.osworld.attempt.identity import AttemptId
+from hcu.osworld.attempt.result import TaskResult
+from hcu.osworld.queue.state import lease_for_this_process
+from hcu.record_io import write_json, write_record
 
 
 def log_event(path: Path, **fields: object) -> None:

@@ -10,8 +10,8 @@ import orjson
 import pytest
 
 from hcu import REPO_ROOT
-from hcu.osworld.config import ConfigError, load_config, parse_config, schema_text
-from hcu.osworld.queue_launch import runner_args
+from hcu.osworld.queue.config import ConfigError, load_config, parse_config, schema_text
+from hcu.osworld.queue.launch import runner_args
 from hcu.osworld.tasks import SHARED_TASKS_DIR
 
 EXAMPLE = REPO_ROOT / "configs" / "osworld-v1-codex-queue.example.json"
@@ -94,7 +94,7 @@ def test_run_id_from_an_unusable_file_name_is_refused(tmp_path: Path):
 
 def test_shipped_schema_is_the_generated_one():
     assert SCHEMA.read_text() == schema_text()
-    out = subprocess.run([sys.executable, "-m", "hcu.osworld.config", "--schema"], capture_output=True,
+    out = subprocess.run([sys.executable, "-m", "hcu.osworld.queue.config", "--schema"], capture_output=True,
                          text=True, timeout=60, check=True)
     assert out.stdout == SCHEMA.read_text()
 
@@ -119,7 +119,7 @@ def test_default_guide_follows_the_channels(tmp_path: Path, channels, guide: str
                                     {"guest_image": None, "test_desktop": "img:tag", "channels": ["gui"]}])
 def test_runner_command_parses_under_run_task(tmp_path: Path, change: dict):
     """The contract with the single-task runner: every argument the queue passes is one run_task accepts."""
-    from hcu.osworld.task_options import parse_options
+    from hcu.osworld.attempt.options import parse_options
 
     config = config_at(tmp_path, tasks=[{"id": "t", "task_domain": "os", "ram_size": "8G"}], code_mode=True,
                        offline_assets=True, agent_binary="bin/codex", **change)

@@ -11,7 +11,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from hcu.osworld.queue_state import runs_attempt
+from hcu.osworld.queue.state import runs_attempt
 
 pytestmark = pytest.mark.docker
 

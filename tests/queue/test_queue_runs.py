@@ -13,10 +13,10 @@ import orjson
 import pytest
 
 from hcu.osworld.errors import MAX_ATTEMPTS
-from hcu.osworld.queue_state import lease_for_this_process
+from hcu.osworld.queue.state import lease_for_this_process
 from hcu.osworld.run_queue import QueueRefused, run_lock
 from hcu.osworld.summarize import summarize
-from hcu.records import write_record
+from hcu.record_io import write_record
 
 pytestmark = pytest.mark.docker
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from hcu.osworld.config import load_config, parse_config
-from hcu.osworld.stats import bootstrap_mean, paired_difference, wilson
+from hcu.osworld.queue.config import load_config, parse_config
 from hcu.osworld.summarize import summarize
+from hcu.osworld.summary.stats import bootstrap_mean, paired_difference, wilson
 
 
 def make_run(root: Path, run_id: str, results: dict[str, dict | None], *,

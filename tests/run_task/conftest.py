@@ -12,9 +12,9 @@ import orjson
 import pytest
 
 from hcu import REPO_ROOT
-from hcu.osworld.records import TaskResult
-from hcu.osworld.stand_in import scripted_stack
-from hcu.records import read_record
+from hcu.demo.stand_in import scripted_stack
+from hcu.osworld.attempt.result import TaskResult
+from hcu.record_io import read_record
 
 TASKS_DIR = REPO_ROOT / "configs" / "demo-tasks"
 RENAME_TASK = "e0df059f-28a6-4169-924f-b9623e7184cc"

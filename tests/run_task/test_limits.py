@@ -5,7 +5,7 @@ from __future__ import annotations
 import docker
 import pytest
 
-from hcu.osworld.stand_in import STAND_IN_TOKEN
+from hcu.demo.stand_in import STAND_IN_TOKEN
 from tests.run_task.conftest import LOOK_STEPS, RENAME_MATCH, RENAME_STEPS, RENAME_TASK, RunFn, policy
 
 pytestmark = [pytest.mark.docker, pytest.mark.cli]

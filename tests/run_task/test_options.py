@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from hcu.osworld.task_options import parse_options
+from hcu.osworld.attempt.options import parse_options
 
 
 def test_reference_flags_parse() -> None:

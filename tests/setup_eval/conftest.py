@@ -66,7 +66,7 @@ class AssetServer:
 
     def put(self, original_url: str, data: bytes) -> None:
         """Serve `data` at the mirror place of `original_url`."""
-        from hcu.osworld.assets import cache_path
+        from hcu.osworld.osworld_bridge.assets import cache_path
 
         path = cache_path(self.root, original_url)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -94,8 +94,8 @@ def fake_jpeg() -> bytes:
 @pytest.fixture(scope="module")
 def test_desktop_guest(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     """One test-desktop guest per module, started and removed through hcu's own guest lifecycle."""
-    from hcu.attempt import AttemptId
-    from hcu.osworld.guest import GuestSpec, remove_guest, start_guest
+    from hcu.osworld.attempt.identity import AttemptId
+    from hcu.osworld.guest.lifecycle import GuestSpec, remove_guest, start_guest
 
     spec = GuestSpec(kind="test-desktop", image=TEST_DESKTOP_IMAGE, client_password=GUEST_PASSWORD)
     attempt = AttemptId(run_id=f"setup-eval-{uuid.uuid4().hex[:8]}", task_id="setup-eval", attempt=1)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hcu.osworld.assets import AssetCache, AssetError, cache_path
+from hcu.osworld.osworld_bridge.assets import AssetCache, AssetError, cache_path
 
 HF = "https://huggingface.co/datasets/xlangai/ubuntu_osworld_file_cache/resolve/main/os/t1/photo.jpg"
 

@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from hcu import REPO_ROOT
-from hcu.osworld.assets import cache_path
+from hcu.osworld.osworld_bridge.assets import cache_path
 
 from .conftest import OFFICIAL_TASKS, TEST_DESKTOP_IMAGE, official_task
 

@@ -96,7 +96,7 @@ def test_refuses_a_folder_that_is_not_a_checkout(tmp_path: Path) -> None:
 
 PATCHED_GETTER = """
 import sys
-from hcu.osworld import osworld_code
+from hcu.osworld.osworld_bridge import code as osworld_code
 assert str(osworld_code.desktop_env_dir()).startswith(sys.argv[1]), osworld_code.desktop_env_dir()
 get_cloud_file = osworld_code.getter("cloud_file")
 
@@ -111,7 +111,7 @@ print(open(path).read())
 def test_patched_checkout_reads_cloud_files_from_the_asset_cache(
     desktop_env_checkout: Path, tmp_path: Path
 ) -> None:
-    from hcu.osworld.assets import cache_path
+    from hcu.osworld.osworld_bridge.assets import cache_path
 
     assert install(desktop_env_checkout).returncode == 0
     assets = tmp_path / "assets"
@@ -132,7 +132,7 @@ def test_patched_checkout_reads_cloud_files_from_the_asset_cache(
 def test_cdp_connect_retries_with_bounded_backoff(asset_server) -> None:
     from playwright.sync_api import Error, sync_playwright
 
-    from hcu.osworld.checkout_overlay import connect_over_cdp
+    from hcu.osworld.osworld_bridge.checkout_overlay import connect_over_cdp
 
     with sync_playwright() as p:
         try:

@@ -7,11 +7,11 @@ import sys
 
 import pytest
 
-from hcu.osworld import osworld_code
+from hcu.osworld.osworld_bridge import code as osworld_code
 
 LAZY_CHECK = """
 import sys
-from hcu.osworld import osworld_code
+from hcu.osworld.osworld_bridge import code as osworld_code
 assert "desktop_env" not in sys.modules, "importing hcu.osworld must not import desktop_env"
 osworld_code.module("controllers.setup")
 for name in ("vm_command_line", "rule", "list_directory", "vm_file"):

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from hcu.osworld.errors import EvaluatorError, SetupError
-from hcu.osworld.evaluate import evaluate
-from hcu.osworld.setup import SetupStepError, run_setup
+from hcu.osworld.osworld_bridge.evaluate import evaluate
+from hcu.osworld.osworld_bridge.setup import SetupStepError, run_setup
 from hcu.osworld.tasks import load_task
 
 from .conftest import GUEST_PASSWORD, official_task, write_task

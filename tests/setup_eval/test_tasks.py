@@ -67,8 +67,7 @@ def test_a_task_without_config_has_no_setup_steps(tmp_path: Path) -> None:
 def test_v2_task_classes_are_looked_up_in_the_checkout_and_never_fetched(
     desktop_env_checkout: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from hcu.osworld import osworld_code
-
+    from hcu.osworld.osworld_bridge import code as osworld_code
     monkeypatch.setenv("OSWORLD_V2_ROOT", str(desktop_env_checkout))
     monkeypatch.setattr(sys, "path", list(sys.path))
     for name in [m for m in sys.modules if m == "desktop_env" or m.startswith("desktop_env.")]:

@@ -10,7 +10,7 @@ from typing import Literal, Protocol
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from hcu.computer_use.channels import parse_channels, tools_for
-from hcu.osworld.records import ProtocolWord
+from hcu.osworld.attempt.result import ProtocolWord
 
 PROTOCOL_WORDS: tuple[ProtocolWord, ...] = ("TASK_COMPLETE", "TASK_INFEASIBLE", "ASK_USER")
 Provider = Literal["openai", "anthropic", "gemini"]

@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from hcu.osworld.records import PhaseTiming
+from hcu.osworld.attempt.result import PhaseTiming
 
 log = logging.getLogger("hcu.run_task")
 

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from hcu import REPO_ROOT
-from hcu.osworld.config import RunConfig, TaskSpec
+from hcu.osworld.queue.config import RunConfig, TaskSpec
 
 RUN_TASK = (sys.executable, "-m", "hcu.osworld.run_task")
 """The real single-task runner; tests inject a stand-in with the same command-line contract."""

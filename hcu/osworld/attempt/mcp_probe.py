@@ -23,7 +23,7 @@ from pydantic import BaseModel
 
 from hcu.computer_use import channels as ch
 from hcu.osworld.errors import ProbeError
-from hcu.records import Record
+from hcu.record_io import Record
 
 RunInGuest = Callable[[list[str], float], tuple[int, str, str]]
 """(argv, timeout seconds) → (exit status, stdout, stderr) of a command run inside the guest."""
@@ -208,7 +208,7 @@ def docker_exec_runner(container: Any, user: str = "") -> RunInGuest:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m hcu.osworld.mcp_probe", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m hcu.osworld.attempt.mcp_probe", description=__doc__)
     parser.add_argument("--container", required=True, help="id or name of a running guest container")
     parser.add_argument("--command", required=True, help="the server command as the agent config renders it")
     parser.add_argument("--arg", action="append", default=[], help="one server argument (repeatable)")

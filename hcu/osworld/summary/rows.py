@@ -16,9 +16,9 @@ from pathlib import Path
 import orjson
 from pydantic import ValidationError
 
-from hcu.osworld.config import RunConfig
+from hcu.osworld.attempt.result import TaskResult
 from hcu.osworld.errors import policy_for
-from hcu.osworld.records import TaskResult
+from hcu.osworld.queue.config import RunConfig
 
 ZERO_TERMINATIONS = ("max_model_calls", "timeout")
 

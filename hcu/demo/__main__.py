@@ -14,10 +14,10 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from hcu import REPO_ROOT
-from hcu.osworld.config import ConfigError, load_config
-from hcu.osworld.queue_gate import gateway_gate
+from hcu.demo.stand_in import scripted_stack
+from hcu.osworld.queue.config import ConfigError, load_config
+from hcu.osworld.queue.gate import gateway_gate
 from hcu.osworld.run_queue import run_queue
-from hcu.osworld.stand_in import scripted_stack
 from hcu.osworld.summarize import summarize
 
 DEFAULT_CONFIG = REPO_ROOT / "configs" / "demo.json"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from hcu.gateway.tokenlog import read_token_log
-from hcu.osworld.records import Usage
+from hcu.osworld.attempt.result import Usage
 
 
 def usage_for_scope(token_log: Path, scope: str) -> Usage | None:

@@ -12,7 +12,7 @@ import shlex
 from dataclasses import dataclass
 
 from hcu.osworld.errors import GuestError
-from hcu.osworld.guest_api import GuestAPI
+from hcu.osworld.guest.api import GuestAPI
 
 POLL_TIMEOUT_SEC = 30.0
 

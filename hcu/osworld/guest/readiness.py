@@ -17,7 +17,7 @@ from docker.models.containers import Container
 from pydantic import BaseModel
 
 from hcu.osworld.errors import GuestError
-from hcu.osworld.guest_api import GuestAPI, GuestAPIError
+from hcu.osworld.guest.api import GuestAPI, GuestAPIError
 
 POLL_INTERVAL_SEC = 0.2
 PROBE_TIMEOUT_SEC = 10.0

@@ -12,7 +12,7 @@ from pathlib import Path
 import orjson
 from pydantic import BaseModel
 
-from hcu.osworld.state import state_dir
+from hcu.osworld.guest.state_dir import state_dir
 
 QEMU_IMG_TIMEOUT_SEC = 60.0
 GIB = 1 << 30

@@ -19,7 +19,7 @@ import orjson
 from filelock import FileLock
 from pydantic import BaseModel
 
-from hcu.osworld.state import state_dir
+from hcu.osworld.guest.state_dir import state_dir
 
 PORT_RANGE_START = 20000
 PORT_RANGE_END = 32000

@@ -20,11 +20,11 @@ from typing import Any, Protocol
 
 import orjson
 
-from hcu.osworld import osworld_code
-from hcu.osworld.assets import AssetCache, AssetError
 from hcu.osworld.errors import SetupError
+from hcu.osworld.osworld_bridge import code as osworld_code
+from hcu.osworld.osworld_bridge.assets import AssetCache, AssetError
 from hcu.osworld.tasks import TaskDefinition
-from hcu.records import Record
+from hcu.record_io import Record
 
 SCREEN_WIDTH, SCREEN_HEIGHT = 1920, 1080
 """OSWorld's guest screen; it only feeds the `{SCREEN_*}` placeholders."""
@@ -43,7 +43,7 @@ class _Spec(Protocol):
 
 
 class GuestLike(Protocol):
-    """What setup and evaluation need of `hcu.osworld.guest.Guest`."""
+    """What setup and evaluation need of `hcu.osworld.guest.lifecycle.Guest`."""
 
     host: str
     ports: _Ports

@@ -11,7 +11,7 @@ from typing import Literal, NoReturn
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from hcu import REPO_ROOT
-from hcu.osworld.config import default_guide
+from hcu.osworld.queue.config import default_guide
 
 DEFAULT_TEST_DESKTOP = "hcu-test-desktop:latest"
 CHANNELS = ("gui", "a11y", "keyboard", "code")

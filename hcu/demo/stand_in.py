@@ -19,7 +19,7 @@ from pathlib import Path
 import requests
 
 from hcu.osworld.agents import get_adapter
-from hcu.osworld.guest import bridge_address
+from hcu.osworld.guest.lifecycle import bridge_address
 
 STAND_IN_TOKEN = "scripted-upstream-token"
 """The 'real' credential the gateway adds for the scripted upstream; tests check it never reaches a guest."""

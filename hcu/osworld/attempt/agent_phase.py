@@ -17,11 +17,11 @@ from pydantic import BaseModel
 
 from hcu.gateway.budget import TaskStateView
 from hcu.osworld.agents.base import AgentAdapter, AgentPlan, TurnOutcome
-from hcu.osworld.gateway_client import gateway_health
-from hcu.osworld.guest_api import GuestAPI
-from hcu.osworld.guest_process import GuestProcess
-from hcu.osworld.records import ProtocolWord, TerminationReason
-from hcu.records import write_atomic
+from hcu.osworld.attempt.gateway_health import gateway_health
+from hcu.osworld.attempt.result import ProtocolWord, TerminationReason
+from hcu.osworld.guest.api import GuestAPI
+from hcu.osworld.guest.process import GuestProcess
+from hcu.record_io import write_atomic
 
 log = logging.getLogger("hcu.run_task")
 

@@ -16,10 +16,10 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from hcu.osworld import osworld_code
-from hcu.osworld.assets import AssetCache, is_url
 from hcu.osworld.errors import EvaluatorError
-from hcu.osworld.setup import (
+from hcu.osworld.osworld_bridge import code as osworld_code
+from hcu.osworld.osworld_bridge.assets import AssetCache, is_url
+from hcu.osworld.osworld_bridge.setup import (
     GuestLike,
     SetupStepError,
     mask,

@@ -8,10 +8,10 @@ import shlex
 import orjson
 
 from hcu.osworld.agents.base import AgentPlan
+from hcu.osworld.attempt.mcp_probe import ProbeReport, probe
 from hcu.osworld.errors import GatewayError, ProbeError
-from hcu.osworld.guest_api import GuestAPI
-from hcu.osworld.guest_process import shell_command
-from hcu.osworld.mcp_probe import ProbeReport, probe
+from hcu.osworld.guest.api import GuestAPI
+from hcu.osworld.guest.process import shell_command
 
 GUEST_HEALTHZ = (
     "import json, sys, urllib.request\n"

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from hcu.osworld.config import RunConfig
+from hcu.osworld.attempt.gateway_health import gateway_health
 from hcu.osworld.errors import GatewayError
-from hcu.osworld.gateway_client import gateway_health
+from hcu.osworld.queue.config import RunConfig
 
 LaunchGate = Callable[[], str | None]
 """Returns why launches are held now (None = launch); raises GatewayMismatch when no attempt can succeed."""

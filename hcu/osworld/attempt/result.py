@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from hcu.records import Record
+from hcu.record_io import Record
 
 Status = Literal["completed", "evaluator_error", "error"]
 TerminationReason = Literal["completed", "max_model_calls", "timeout"]

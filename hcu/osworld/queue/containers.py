@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import docker
 
-from hcu.attempt import LABEL_ATTEMPT, LABEL_MANAGED, LABEL_RUN_ID, LABEL_TASK_ID, AttemptId
+from hcu.osworld.attempt.identity import LABEL_ATTEMPT, LABEL_MANAGED, LABEL_RUN_ID, LABEL_TASK_ID, AttemptId
 
 DOCKER_TIMEOUT_SEC = 60
 
@@ -26,6 +26,6 @@ def run_attempts_with_containers(run_id: str) -> set[tuple[str, int]]:
 
 def cleanup_attempt(attempt: AttemptId) -> None:
     """Remove what a dead attempt left (containers, volumes, overlays, port leases), found by its labels."""
-    from hcu.osworld.guest import cleanup  # the guest stack loads only when there is something to remove
+    from hcu.osworld.guest.lifecycle import cleanup  # the guest stack loads only when there is something to remove
 
     cleanup(run_id=attempt.run_id, task_id=attempt.task_id, attempt=attempt.attempt)

@@ -18,9 +18,9 @@ from typing import Literal
 import orjson
 from pydantic import ValidationError
 
+from hcu.osworld.attempt.result import TaskResult
 from hcu.osworld.errors import MAX_ATTEMPTS, policy_for
-from hcu.osworld.records import TaskResult
-from hcu.records import Record, read_record
+from hcu.record_io import Record, read_record
 
 TaskState = Literal["pending", "active", "finished", "interrupted", "infra_failed", "exhausted", "foreign"]
 """foreign: leased by a runner on another host, whose process this host cannot see."""

@@ -2,7 +2,7 @@
 
 `load_config(path)` validates, fills the version and agent defaults, resolves relative paths against the
 config file and returns a config in which every value is explicit; that resolved form is what a run
-directory stores (`config.json`) and compares on resume. `python -m hcu.osworld.config --schema` prints
+directory stores (`config.json`) and compares on resume. `python -m hcu.osworld.queue.config --schema` prints
 the JSON Schema shipped as configs/schema/run-config.schema.json.
 """
 
@@ -154,7 +154,7 @@ class RunConfig(BaseModel):
 
 def docker_bridge_address() -> str:
     """The address guests reach the host on (the default bridge's gateway)."""
-    from hcu.osworld.guest import bridge_address  # the engine is asked only when the gateway is left out
+    from hcu.osworld.guest.lifecycle import bridge_address  # the engine is asked only when the gateway is left out
 
     try:
         return bridge_address()
@@ -263,7 +263,7 @@ def schema_text() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m hcu.osworld.config",
+    parser = argparse.ArgumentParser(prog="python -m hcu.osworld.queue.config",
                                      description="Validate a run config, or print its JSON Schema.")
     parser.add_argument("config", nargs="?", type=Path, help="a run config to validate and print resolved")
     parser.add_argument("--schema", action="store_true", help="print the JSON Schema of the run config")

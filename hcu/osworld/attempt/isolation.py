@@ -7,8 +7,8 @@ from pathlib import Path
 
 from hcu.osworld.agents.base import AgentPlan
 from hcu.osworld.errors import GuestError
-from hcu.osworld.guest_api import GuestAPI
-from hcu.osworld.guest_process import shell_command
+from hcu.osworld.guest.api import GuestAPI
+from hcu.osworld.guest.process import shell_command
 
 MANAGED_CONFIG = ["/etc/codex", "/etc/claude-code", "/etc/gemini-cli", "/etc/grok"]
 

@@ -19,8 +19,8 @@ from typing import Any
 
 from tenacity import Retrying, stop_after_attempt, stop_after_delay, wait_exponential
 
-from hcu.osworld.assets import AssetCache, is_url
-from hcu.osworld.setup import place
+from hcu.osworld.osworld_bridge.assets import AssetCache, is_url
+from hcu.osworld.osworld_bridge.setup import place
 
 ASSET_CACHE_ENV = "HCU_ASSET_CACHE"
 OFFLINE_ASSETS_ENV = "HCU_OFFLINE_ASSETS"

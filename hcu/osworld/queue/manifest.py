@@ -20,10 +20,10 @@ from filelock import FileLock
 from pydantic import BaseModel
 
 from hcu import REPO_ROOT
-from hcu.osworld.config import RunConfig, TaskSpec
 from hcu.osworld.errors import MAX_ATTEMPTS
-from hcu.osworld.queue_state import current_host
-from hcu.records import Record, write_json, write_record
+from hcu.osworld.queue.config import RunConfig, TaskSpec
+from hcu.osworld.queue.state import current_host
+from hcu.record_io import Record, write_json, write_record
 
 HASH_CHUNK_BYTES = 8 << 20
 HEALTHZ_TIMEOUT_SEC = 5.0
@@ -174,7 +174,7 @@ def osworld_revision(config: RunConfig) -> dict[str, Any]:
     """The OSWorld code the runner uses (checkout revision, or the installed desktop-env version) and the
     tasks folder's revision when it is a checkout."""
     from hcu.osworld.errors import PhaseError
-    from hcu.osworld.osworld_code import checkout_root
+    from hcu.osworld.osworld_bridge.code import checkout_root
 
     try:
         code = git_revision(checkout_root())

@@ -24,16 +24,16 @@ import docker.errors
 from docker.models.containers import Container
 from pydantic import BaseModel, ConfigDict, Field
 
-from hcu.attempt import AttemptId
-from hcu.osworld import overlay as overlays
-from hcu.osworld import ports as port_leases
-from hcu.osworld import readiness
+from hcu.osworld.attempt.identity import AttemptId
 from hcu.osworld.cleanup import CleanupReport, cleanup
-from hcu.osworld.docker_engine import DOCKER_PULL_TIMEOUT_SEC, docker_client
 from hcu.osworld.errors import GuestError
-from hcu.osworld.guest_api import GuestAPI
-from hcu.osworld.ports import CONTAINER_PORTS, GuestPorts
-from hcu.osworld.readiness import Readiness, ReadinessStep
+from hcu.osworld.guest import overlay as overlays
+from hcu.osworld.guest import ports as port_leases
+from hcu.osworld.guest import readiness
+from hcu.osworld.guest.api import GuestAPI
+from hcu.osworld.guest.docker_engine import DOCKER_PULL_TIMEOUT_SEC, docker_client
+from hcu.osworld.guest.ports import CONTAINER_PORTS, GuestPorts
+from hcu.osworld.guest.readiness import Readiness, ReadinessStep
 
 __all__ = [
     "CleanupReport",
