@@ -20,7 +20,9 @@ import requests
 
 from hcu.osworld.attempt.identity import AttemptId
 from hcu.osworld.guest.docker_engine import docker_client
-from hcu.osworld.guest.lifecycle import GuestSpec, bridge_address, cleanup, remove_guest, start_guest
+from hcu.osworld.guest.bridge import bridge_address
+from hcu.osworld.guest.lifecycle import GuestSpec, remove_guest, start_guest
+from hcu.osworld.guest.removal import cleanup
 
 IMAGE = "hcu-test-desktop:latest"
 ROUNDS = 3

@@ -15,7 +15,7 @@ from pathlib import Path
 import orjson
 
 from hcu.osworld.queue.config import parse_config
-from hcu.osworld.summarize import summarize
+from hcu.osworld.summary.run_summary import summarize
 
 TASKS = 10_000
 DOMAINS = ("chrome", "gimp", "libreoffice_calc", "multi_apps", "os", "vlc")

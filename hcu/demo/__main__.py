@@ -17,8 +17,8 @@ from hcu import REPO_ROOT
 from hcu.demo.stand_in import scripted_stack
 from hcu.osworld.queue.config import ConfigError, load_config
 from hcu.osworld.queue.gate import gateway_gate
-from hcu.osworld.run_queue import run_queue
-from hcu.osworld.summarize import summarize
+from hcu.osworld.queue.panel import run_queue
+from hcu.osworld.summary.run_summary import summarize
 
 DEFAULT_CONFIG = REPO_ROOT / "configs" / "demo.json"
 DEFAULT_POLICIES = REPO_ROOT / "configs" / "demo-policies.json"

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import requests
 
-from hcu.osworld.agents import get_adapter
-from hcu.osworld.guest.lifecycle import bridge_address
+from hcu.osworld.defaults import AGENTS
+from hcu.osworld.guest.bridge import bridge_address
 
 STAND_IN_TOKEN = "scripted-upstream-token"
 """The 'real' credential the gateway adds for the scripted upstream; tests check it never reaches a guest."""
@@ -44,7 +44,7 @@ def free_port(host: str = "127.0.0.1") -> int:
 def scripted_stack(agent: str, policies: Path, *, token_log: Path, max_model_calls: int, log_dir: Path,
                    gateway_port: int | None = None, rate_limit_max_wait: float = 300.0) -> Iterator[StandIn]:
     """Start the policy upstream and the agent's gateway; stop both on exit."""
-    provider = get_adapter(agent).provider
+    provider = AGENTS[agent].provider
     host = bridge_address()
     up_port, gw_port = free_port(), gateway_port or free_port(host)
     upstream_url = f"http://127.0.0.1:{up_port}"

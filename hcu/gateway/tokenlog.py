@@ -82,9 +82,6 @@ class TokenLog:
         self._file.write(data)
         self._file.flush()
 
-    def append(self, row: TokenLogRow) -> None:
-        self.append_fields(row.model_dump(mode="json"))
-
     def append_fields(self, fields: dict) -> None:
         """Append a row given as a dict with TokenLogRow's fields (the gateway's hot path)."""
         self.append_raw(orjson.dumps(fields) + b"\n")

@@ -47,6 +47,9 @@ POLICIES: dict[str, ErrorPolicy] = {
 
 MAX_ATTEMPTS = 4
 """The first attempt plus at most three infrastructure retries."""
+RETRY_POLICY = (f"infrastructure failures rerun the task, at most {MAX_ATTEMPTS} attempts; the one attempt "
+                "left in tasks/ is scored (never a best-of or mean); retries/ are kept and never scored")
+"""How a score relates to retries, as manifest.json and summary.json state it."""
 
 
 def policy_for(failure_classification: str | None) -> ErrorPolicy | None:
@@ -85,7 +88,3 @@ class ProbeError(PhaseError):
 
 class EvaluatorError(PhaseError):
     classification = "evaluator"
-
-
-class AgentError(PhaseError):
-    classification = "agent"

@@ -1,29 +1,21 @@
-"""Task definitions: V1 task JSON files, V2 task classes from the OSWorld checkout, per-version defaults."""
+"""Task definitions: V1 task files and V2 task classes, from the OSWorld checkout, --tasks-dir or
+$HCU_OSWORLD_TASKS_DIR (nothing else is searched)."""
 
 from __future__ import annotations
 
 import hashlib
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import orjson
 from pydantic import BaseModel, ConfigDict
 
-from hcu import REPO_ROOT
+from hcu.osworld.defaults import BenchmarkVersion
 from hcu.osworld.errors import PhaseError
 
-BenchmarkVersion = Literal["v1", "v2"]
 TASKS_DIR_ENV = "HCU_OSWORLD_TASKS_DIR"
-"""A V1 tasks folder (`examples/<domain>/<id>.json` inside) used when the checkout has none."""
-
-SHARED_TASKS_DIR = next(
-    (d / "shared" / "osworld-tasks" for d in REPO_ROOT.parents if (d / "shared" / "osworld-tasks").is_dir()),
-    REPO_ROOT.parent / "shared" / "osworld-tasks",
-)
-"""The official V1 task files in the `shared/` folder laid beside this checkout (or beside one of its parent
-folders) on development and CI machines; used only when the OSWorld checkout (PyPI desktop-env ships none) has no
-`evaluation_examples/examples`."""
+"""A V1 tasks folder (`examples/<domain>/<id>.json` inside) used instead of the checkout's."""
 
 V2_TASKS_SUBDIR = Path("evaluation_examples") / "task_class"
 """Where the checkout's download script writes the V2 task classes (`task_<id>.py`)."""
@@ -55,15 +47,6 @@ class TaskDefinition(BaseModel):
         return bool(self.raw.get("proxy", False))
 
 
-def benchmark_defaults(version: BenchmarkVersion) -> tuple[str, int]:
-    """(client_password, volume_size_gb) the reference lists for a benchmark version."""
-    if version == "v1":
-        return "password", 64
-    if version == "v2":
-        return "osworld-public-evaluation", 100
-    raise TaskError(f"benchmark_version: expected 'v1' or 'v2', got {version!r}")
-
-
 def default_v1_tasks_dir() -> Path:
     """`$HCU_OSWORLD_TASKS_DIR`, else the OSWorld checkout's `evaluation_examples`."""
     configured = os.environ.get(TASKS_DIR_ENV)
@@ -72,8 +55,6 @@ def default_v1_tasks_dir() -> Path:
     from hcu.osworld.osworld_bridge.code import checkout_root
 
     candidate = checkout_root() / "evaluation_examples"
-    if not (candidate / "examples").is_dir() and (SHARED_TASKS_DIR / "examples").is_dir():
-        return SHARED_TASKS_DIR
     if not (candidate / "examples").is_dir():
         raise TaskError(
             f"no V1 tasks folder: {candidate}/examples does not exist; "

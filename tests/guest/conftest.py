@@ -13,7 +13,8 @@ import pytest
 
 from hcu.osworld.attempt.identity import AttemptId
 from hcu.osworld.guest.docker_engine import docker_client
-from hcu.osworld.guest.lifecycle import Guest, GuestSpec, cleanup, remove_guest, start_guest
+from hcu.osworld.guest.lifecycle import Guest, GuestSpec, remove_guest, start_guest
+from hcu.osworld.guest.removal import cleanup
 
 TEST_DESKTOP_IMAGE = "hcu-test-desktop:latest"
 

@@ -17,7 +17,7 @@ import orjson
 import pytest
 
 from hcu.osworld.queue.config import load_config
-from hcu.osworld.run_queue import run_queue
+from hcu.osworld.queue.panel import run_queue
 from hcu.osworld.tasks import SHARED_TASKS_DIR
 
 HERE = Path(__file__).parent

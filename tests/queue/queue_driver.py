@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from hcu.osworld.queue.config import load_config
-from hcu.osworld.run_queue import QueueRefused, run_queue
+from hcu.osworld.queue.panel import QueueRefused, run_queue
 
 STANDIN = Path(__file__).with_name("standin_runner.py")
 

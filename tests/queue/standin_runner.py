@@ -20,8 +20,8 @@ import docker
 import orjson
 
 from hcu.osworld.attempt.identity import AttemptId
+from hcu.osworld.attempt.lease import lease_for_this_process
 from hcu.osworld.attempt.result import TaskResult
-from hcu.osworld.queue.state import lease_for_this_process
 from hcu.record_io import write_json, write_record
 
 

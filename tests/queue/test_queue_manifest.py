@@ -43,7 +43,7 @@ def test_manifest_pins_inputs_and_appends_each_start(setup):
     assert manifest.guest_image == {"path": str(image), "size": 20000,
                                     "sha256": hashlib.sha256(image.read_bytes()).hexdigest()}
     assert manifest.artifacts["agents_json"] == {"codex": {"version": "0.99.0"}}
-    assert manifest.artifacts["agent_cli"]["sha256"] == hashlib.sha256(b"cli").hexdigest()
+    assert manifest.artifacts["agent"]["codex"]["sha256"] == hashlib.sha256(b"cli").hexdigest()
     assert manifest.artifacts["computer_use"]["error"] == "not a file"
     assert len(manifest.starts) == 2 and "commit" in manifest.starts[0].hcu_commit
     assert manifest.starts[0].gateway_health["url"] == "http://127.0.0.1:9/healthz"
@@ -51,6 +51,15 @@ def test_manifest_pins_inputs_and_appends_each_start(setup):
     assert "never" in manifest.retry_policy
     stored = orjson.loads((config.run_dir / "manifest.json").read_bytes())
     assert stored["config_sha256"] == manifest.config_sha256
+
+
+def test_every_artifact_of_the_agent_is_pinned(setup):
+    config, _, _ = setup
+    (config.artifact_dir / "node").write_bytes(b"node")
+    gemini = config.model_copy(update={"agent": "gemini-cli", "agent_binary": config.artifact_dir / "gemini-cli.tgz"})
+    manifest = record_start(gemini)
+    assert manifest.artifacts["agent"]["node"]["sha256"] == hashlib.sha256(b"node").hexdigest()
+    assert manifest.artifacts["agent"]["gemini-cli.tgz"]["error"] == "not a file"
 
 
 def test_changed_task_file_or_image_is_refused(setup):

@@ -12,10 +12,10 @@ from pathlib import Path
 import orjson
 import pytest
 
+from hcu.osworld.attempt.lease import lease_for_this_process
 from hcu.osworld.errors import MAX_ATTEMPTS
-from hcu.osworld.queue.state import lease_for_this_process
-from hcu.osworld.run_queue import QueueRefused, run_lock
-from hcu.osworld.summarize import summarize
+from hcu.osworld.queue.panel import QueueRefused, run_lock
+from hcu.osworld.summary.run_summary import summarize
 from hcu.record_io import write_record
 
 pytestmark = pytest.mark.docker

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from hcu.computer_use.channels import parse_channels, tools_for
 from hcu.osworld.attempt.result import ProtocolWord
+from hcu.osworld.defaults import AgentDefaults
 
 PROTOCOL_WORDS: tuple[ProtocolWord, ...] = ("TASK_COMPLETE", "TASK_INFEASIBLE", "ASK_USER")
-Provider = Literal["openai", "anthropic", "gemini"]
 
 RATE_LIMIT_PATTERN = re.compile(
     r"\b(429|529)\b|rate.?limit|overloaded|too many requests|resource.?exhausted|resource has been exhausted",
@@ -147,11 +147,8 @@ class TurnOutcome(BaseModel):
 
 class AgentAdapter(Protocol):
     name: str
-    provider: Provider
-    default_model: str
-    default_effort: str
-    default_gateway_port: int
-    artifacts: list[str]
+    defaults: AgentDefaults
+    """Model, effort, gateway port, provider and artifacts (the registry in hcu.osworld.defaults)."""
     inherited_paths: list[str]
 
     def plan(self, ctx: AgentContext, artifact_dir: Path) -> AgentPlan: ...
@@ -159,7 +156,7 @@ class AgentAdapter(Protocol):
     def parse_events(self, text: str) -> TurnOutcome: ...
 
 
-def require_artifacts(names: list[str], artifact_dir: Path) -> None:
+def require_artifacts(names: tuple[str, ...], artifact_dir: Path) -> None:
     """Fail before rendering when a binary the plan uploads is not in artifacts/."""
     missing = [name for name in names if not (artifact_dir / name).is_file()]
     if missing:

@@ -22,6 +22,7 @@ from hcu.osworld.agents.base import (
     require_artifacts,
 )
 from hcu.osworld.agents.events import EventLog
+from hcu.osworld.defaults import AGENTS
 
 CLAUDE_SCREENSHOT_WIDTH = 1280
 QUIET_ENV = {
@@ -41,15 +42,11 @@ QUIET_ENV = {
 
 class ClaudeCodeAdapter:
     name = "claude-code"
-    provider = "anthropic"
-    default_model = "claude-opus-5"
-    default_effort = "xhigh"
-    default_gateway_port = 8537
-    artifacts = ["claude-code"]
+    defaults = AGENTS["claude-code"]
     inherited_paths = list(INHERITED_PATHS)
 
     def plan(self, ctx: AgentContext, artifact_dir: Path) -> AgentPlan:
-        require_artifacts(self.artifacts, artifact_dir)
+        require_artifacts(self.defaults.artifacts, artifact_dir)
         exe = ctx.path("bin", "claude")
         home = ctx.path("home", "claude")
         base_md = ctx.path("instructions", "base.md")

@@ -25,6 +25,7 @@ from hcu.osworld.agents.base import (
     require_artifacts,
 )
 from hcu.osworld.agents.events import EventLog
+from hcu.osworld.defaults import AGENTS
 
 TOKEN_ENV = "HCU_GATEWAY_TOKEN"
 CATALOG_TEMPLATE_MODEL = "gpt-5.5"
@@ -36,15 +37,11 @@ DISABLED_FEATURES = ("plugins", "shell_tool", "unified_exec", "view_image", "goa
 
 class CodexAdapter:
     name = "codex"
-    provider = "openai"
-    default_model = "gpt-5.5"
-    default_effort = "xhigh"
-    default_gateway_port = 8611
-    artifacts = ["codex"]
+    defaults = AGENTS["codex"]
     inherited_paths = list(INHERITED_PATHS)
 
     def plan(self, ctx: AgentContext, artifact_dir: Path) -> AgentPlan:
-        require_artifacts(self.artifacts, artifact_dir)
+        require_artifacts(self.defaults.artifacts, artifact_dir)
         binary = artifact_dir / "codex"
         home = ctx.path("home", "codex")
         exe = ctx.path("bin", "codex")

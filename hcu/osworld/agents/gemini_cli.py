@@ -20,19 +20,16 @@ from hcu.osworld.agents.base import (
     require_artifacts,
 )
 from hcu.osworld.agents.events import EventLog
+from hcu.osworld.defaults import AGENTS
 
 
 class GeminiCliAdapter:
     name = "gemini-cli"
-    provider = "gemini"
-    default_model = "gemini-3.8-flash"
-    default_effort = "high"
-    default_gateway_port = 8571
-    artifacts = ["gemini-cli.tgz", "node"]
+    defaults = AGENTS["gemini-cli"]
     inherited_paths = list(INHERITED_PATHS)
 
     def plan(self, ctx: AgentContext, artifact_dir: Path) -> AgentPlan:
-        require_artifacts(self.artifacts, artifact_dir)
+        require_artifacts(self.defaults.artifacts, artifact_dir)
         node = ctx.path("bin", "node")
         tarball = ctx.path("pkg", "gemini-cli.tgz")
         unpacked = ctx.path("pkg", "gemini-cli")

@@ -21,6 +21,7 @@ from hcu.osworld.agents.base import (
     require_artifacts,
 )
 from hcu.osworld.agents.events import EventLog
+from hcu.osworld.defaults import AGENTS
 
 TOKEN_ENV = "HCU_GATEWAY_TOKEN"
 MODEL_KEY = "hcu"
@@ -29,15 +30,11 @@ COMPAT_OFF = {"skills": False, "rules": False, "agents": False, "mcps": False, "
 
 class GrokBuildAdapter:
     name = "grok-build"
-    provider = "openai"
-    default_model = "grok-4.7"
-    default_effort = "xhigh"
-    default_gateway_port = 8611
-    artifacts = ["grok"]
+    defaults = AGENTS["grok-build"]
     inherited_paths = list(INHERITED_PATHS)
 
     def plan(self, ctx: AgentContext, artifact_dir: Path) -> AgentPlan:
-        require_artifacts(self.artifacts, artifact_dir)
+        require_artifacts(self.defaults.artifacts, artifact_dir)
         exe = ctx.path("bin", "grok")
         home = ctx.path("home", "grok")
         files = [

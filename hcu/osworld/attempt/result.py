@@ -6,9 +6,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+import orjson
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from hcu.record_io import Record
 
@@ -79,3 +81,11 @@ class TaskResult(Record):
     started_at: float | None = None
     finished_at: float | None = None
     duration_sec: float | None = None
+
+
+def result_if_readable(path: Path) -> TaskResult | None:
+    """A result.json, or None when it is missing or unreadable (a torn or foreign file is not a result)."""
+    try:
+        return TaskResult.model_validate(orjson.loads(path.read_bytes()))
+    except (FileNotFoundError, orjson.JSONDecodeError, ValidationError):
+        return None

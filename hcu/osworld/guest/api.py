@@ -1,12 +1,14 @@
 """Typed client for the in-guest HTTP API on port 5000 (the official OSWorld server, or the test desktop's).
 
-Request and response shapes follow the official server. One `_request()` applies the timeout, the retry policy
-and the error mapping; every endpoint is a one-liner over it.
+Request and response shapes follow the official server. Only the endpoints hcu itself calls are wrapped
+(OSWorld's own setup and evaluator code calls the rest); tests/guest/test_desktop_api_contract.py checks the
+test desktop serves every endpoint the official server has. One `_request()` applies the timeout, the retry
+policy and the error mapping; every endpoint is a one-liner over it.
 
 Retry policy (ten-problems #6): a read may be retried on a transient failure (connection error, timeout,
-502/503/504). A command that might have run (execute, launch, upload, open_file, window operations,
-run_python, run_bash_script, recording) is retried only when the request provably never left this host
-(connection refused, connect timeout); once it may have reached the guest, a failure is raised as it is.
+502/503/504). A command that might have run (execute, launch, upload) is retried only when the request
+provably never left this host (connection refused, connect timeout); once it may have reached the guest, a
+failure is raised as it is.
 """
 
 from __future__ import annotations
@@ -141,48 +143,9 @@ class GuestAPI:
             raise FileNotFoundError(guest_path)
         return response.content
 
-    def platform(self) -> str:
-        return self._request("GET", "/platform", command=False).text
-
-    def cursor_position(self) -> tuple[int, int]:
-        x, y = self._json("GET", "/cursor_position")
-        return int(x), int(y)
-
-    def accessibility(self) -> str:
-        return self._json("GET", "/accessibility")["AT"]
-
-    def terminal(self) -> str | None:
-        return self._json("GET", "/terminal")["output"]
-
-    def list_directory(self, path: str) -> dict:
-        """The directory tree (`{type, name, children}`); NotADirectoryError when `path` is not one."""
-        response = self._request(
-            "POST", "/list_directory", command=False, json={"path": path}, ok_statuses=frozenset({200, 400})
-        )
-        if response.status_code == 400:
-            raise NotADirectoryError(path)
-        return response.json()["directory_tree"]
-
     def screen_size(self) -> tuple[int, int]:
         size = self._json("POST", "/screen_size")
         return int(size["width"]), int(size["height"])
-
-    def window_size(self, app_class_name: str) -> tuple[int, int] | None:
-        """The size of the first window of that WM class; None when there is none (the server answers 500)."""
-        response = self._request(
-            "POST",
-            "/window_size",
-            command=False,
-            data={"app_class_name": app_class_name},
-            ok_statuses=frozenset({200, 500}),
-        )
-        if response.status_code == 500:
-            return None
-        size = response.json()
-        return int(size["width"]), int(size["height"])
-
-    def desktop_path(self) -> str:
-        return self._json("POST", "/desktop_path")["desktop_path"]
 
     # Commands: never retried once they may have reached the guest ----------------------------------------
 
@@ -218,65 +181,6 @@ class GuestAPI:
             data={"file_path": guest_path},
             files={"file_data": ("file", data)},
         )
-
-    def open_file(self, path: str, *, timeout_sec: float = 1800) -> None:
-        """Open a file (or start an app) and wait for its window; FileNotFoundError when neither exists."""
-        response = self._request(
-            "POST",
-            "/setup/open_file",
-            command=True,
-            timeout_sec=timeout_sec,
-            json={"path": path},
-            ok_statuses=frozenset({200, 404}),
-        )
-        if response.status_code == 404:
-            raise FileNotFoundError(path)
-
-    def activate_window(self, window_name: str, *, strict: bool = False, by_class: bool = False) -> None:
-        body = {"window_name": window_name, "strict": strict, "by_class": by_class}
-        self._request("POST", "/setup/activate_window", command=True, json=body)
-
-    def close_window(self, window_name: str, *, strict: bool = False, by_class: bool = False) -> None:
-        body = {"window_name": window_name, "strict": strict, "by_class": by_class}
-        self._request("POST", "/setup/close_window", command=True, json=body)
-
-    def run_python(self, code: str, *, timeout_sec: float = 30 + SERVER_MARGIN_SEC) -> dict:
-        """Run Python with the guest's python3 (the guest stops it after 30 s); the server's answer as is."""
-        response = self._request(
-            "POST",
-            "/run_python",
-            command=True,
-            timeout_sec=timeout_sec,
-            json={"code": code},
-            ok_statuses=frozenset({200, 500}),
-        )
-        return _json_body(response, "/run_python")
-
-    def run_bash_script(
-        self, script: str, *, timeout_sec: float = 100, working_dir: str | None = None
-    ) -> ExecResult:
-        """Run a bash script (stdout and stderr merged into `output`); a guest-side timeout is a result
-        with returncode -1, not an error."""
-        response = self._request(
-            "POST",
-            "/run_bash_script",
-            command=True,
-            timeout_sec=timeout_sec + SERVER_MARGIN_SEC,
-            json={"script": script, "timeout": timeout_sec, "working_dir": working_dir},
-            ok_statuses=frozenset({200, 500}),
-        )
-        return _exec_result(
-            _json_body(response, "/run_bash_script"), "/run_bash_script", response.status_code
-        )
-
-    def start_recording(self) -> None:
-        self._request("POST", "/start_recording", command=True)
-
-    def end_recording(self) -> bytes:
-        """Stop the recording and return the mp4 (the guest waits up to 15 s for ffmpeg to finish)."""
-        return self._request(
-            "POST", "/end_recording", command=True, timeout_sec=30 + SERVER_MARGIN_SEC
-        ).content
 
 
 def _json_body(response: requests.Response, endpoint: str) -> dict:

@@ -9,11 +9,8 @@ crash. Ports are published on the bridge address only.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import logging
 import re
-import socket
-import struct
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,30 +22,16 @@ from docker.models.containers import Container
 from pydantic import BaseModel, ConfigDict, Field
 
 from hcu.osworld.attempt.identity import AttemptId
-from hcu.osworld.cleanup import CleanupReport, cleanup
-from hcu.osworld.errors import GuestError
+from hcu.osworld.defaults import GUEST
 from hcu.osworld.guest import overlay as overlays
 from hcu.osworld.guest import ports as port_leases
 from hcu.osworld.guest import readiness
 from hcu.osworld.guest.api import GuestAPI
+from hcu.osworld.guest.bridge import bridge_address
 from hcu.osworld.guest.docker_engine import DOCKER_PULL_TIMEOUT_SEC, docker_client
 from hcu.osworld.guest.ports import CONTAINER_PORTS, GuestPorts
 from hcu.osworld.guest.readiness import Readiness, ReadinessStep
-
-__all__ = [
-    "CleanupReport",
-    "Guest",
-    "GuestPorts",
-    "GuestSpec",
-    "ReadinessStep",
-    "bridge_address",
-    "cleanup",
-    "container_name",
-    "container_config",
-    "docker_client",
-    "remove_guest",
-    "start_guest",
-]
+from hcu.osworld.settings import SIZE, GuestSettings
 
 log = logging.getLogger(__name__)
 
@@ -63,12 +46,12 @@ class GuestSpec(BaseModel):
     kind: Literal["qemu", "test-desktop"]
     image: str = Field(min_length=1)
     """qcow2 path (qemu) or docker image reference (test-desktop)."""
-    docker_image: str = "happysixd/osworld-docker"
+    docker_image: str = GUEST.qemu_docker_image
     """The QEMU container image for kind=qemu."""
-    volume_size_gb: int = Field(default=64, ge=1)
-    ram_size: str = Field(default="4G", pattern=r"^\d+[MGT]$")
-    cpu_cores: int = Field(default=4, ge=1)
-    client_password: str = "password"
+    volume_size_gb: int = Field(ge=1)
+    ram_size: str = Field(default=GUEST.ram_size, pattern=SIZE)
+    cpu_cores: int = Field(default=GUEST.cpu_cores, ge=1)
+    client_password: str
 
     def __repr_args__(self) -> Any:  # keep the sudo password out of reprs and logs
         return [(k, "***" if k == "client_password" else v) for k, v in super().__repr_args__()]
@@ -76,6 +59,17 @@ class GuestSpec(BaseModel):
     @property
     def container_image(self) -> str:
         return self.docker_image if self.kind == "qemu" else self.image
+
+    @classmethod
+    def for_settings(cls, settings: GuestSettings) -> GuestSpec:
+        """The guest that resolved settings ask for (`AttemptSettings.resolved()` fills volume and password)."""
+        assert settings.volume_size is not None and settings.client_password is not None, "resolve the settings"
+        if settings.guest_image is not None:
+            kind, image = "qemu", str(settings.guest_image)
+        else:
+            kind, image = "test-desktop", str(settings.test_desktop_image)
+        return cls(kind=kind, image=image, volume_size_gb=settings.volume_size, ram_size=settings.ram_size,
+                   client_password=settings.client_password)
 
 
 @dataclass
@@ -94,32 +88,6 @@ class Guest:
 
     def api_url(self) -> str:
         return f"http://{self.host}:{self.ports.api}"
-
-
-def bridge_address(client: docker.DockerClient | None = None) -> str:
-    """The default bridge's gateway: this host as the guests see it (where ports and the gateway bind).
-
-    Docker 20.10 leaves the default bridge's IPAM gateway empty; then it is the address of the bridge
-    interface itself (docker0), read from the local kernel."""
-    with contextlib.ExitStack() as stack:
-        if client is None:
-            client = stack.enter_context(contextlib.closing(docker_client()))
-        attrs = client.networks.get("bridge").attrs
-    gateways = [c["Gateway"] for c in attrs["IPAM"]["Config"] or [] if c.get("Gateway")]
-    if gateways:
-        return gateways[0]
-    interface = (attrs.get("Options") or {}).get("com.docker.network.bridge.name", "docker0")
-    return _interface_ipv4(interface)
-
-
-def _interface_ipv4(interface: str) -> str:
-    siocgifaddr = 0x8915  # <linux/sockios.h>
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-        try:
-            packed = fcntl.ioctl(sock.fileno(), siocgifaddr, struct.pack("256s", interface.encode()[:15]))
-        except OSError as exc:
-            raise GuestError(f"cannot read the address of the docker bridge {interface}: {exc}") from None
-    return socket.inet_ntoa(packed[20:24])
 
 
 def container_name(attempt: AttemptId) -> str:
@@ -165,7 +133,7 @@ def container_config(
 
 
 def start_guest(
-    spec: GuestSpec, attempt: AttemptId, *, work_dir: Path, boot_timeout_sec: float = 300
+    spec: GuestSpec, attempt: AttemptId, *, work_dir: Path, boot_timeout_sec: float = GUEST.boot_timeout_sec
 ) -> Guest:
     """Start the attempt's guest and return it once every readiness step passed.
 

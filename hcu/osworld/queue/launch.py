@@ -10,51 +10,22 @@ from pathlib import Path
 
 from hcu import REPO_ROOT
 from hcu.osworld.queue.config import RunConfig, TaskSpec
+from hcu.osworld.settings import AttemptSettings, to_flags
 
 RUN_TASK = (sys.executable, "-m", "hcu.osworld.run_task")
 """The real single-task runner; tests inject a stand-in with the same command-line contract."""
 
 
-def _optional(flag: str, value: object) -> list[str]:
-    return [] if value is None else [flag, str(value)]
-
-
-def _guest_args(config: RunConfig, task: TaskSpec) -> list[str]:
-    if config.guest_image is not None:
-        guest = ["--guest-image", str(config.guest_image)]
-    else:
-        guest = ["--test-desktop"] + ([] if config.test_desktop is True else [str(config.test_desktop)])
-    return guest + [
-        "--volume-size", str(task.volume_size or config.volume_size),
-        "--ram-size", task.ram_size or config.ram_size,
-        "--client-password", str(config.client_password),
-    ]
-
-
-def _agent_args(config: RunConfig) -> list[str]:
-    args = ["--agent", config.agent, "--model", str(config.model), "--effort", str(config.effort),
-            "--max-model-calls", str(config.max_model_calls), "--token-log", str(config.token_log),
-            "--gateway", str(config.gateway), "--timeout-seconds", f"{config.timeout_seconds:g}",
-            "--instructions-file", str(config.instructions_file),
-            *_optional("--base-instructions-file", config.base_instructions_file),
-            *_optional("--agent-binary", config.agent_binary), *_optional("--mcp-binary", config.mcp_binary)]
-    if config.channels:
-        args += ["--channels", ",".join(config.channels)]
-    if config.code_mode:
-        args.append("--code-mode")
-    return args
-
-
 def runner_args(config: RunConfig, task: TaskSpec, attempt: int, result_dir: Path) -> list[str]:
-    """The agreed run_task arguments for one attempt of one task."""
-    args = ["--benchmark-version", config.benchmark_version, "--task-id", task.id,
-            *_optional("--task-domain", config.domain_of(task)), *_optional("--tasks-dir", config.tasks_dir),
-            *_guest_args(config, task), *_agent_args(config),
-            "--result-dir", str(result_dir), "--run-id", str(config.run_id), "--attempt", str(attempt),
-            "--artifact-dir", str(config.artifact_dir), "--asset-cache", str(config.asset_cache)]
-    if config.offline_assets:
-        args.append("--offline-assets")
-    return args
+    """The run_task command line for one attempt of one task: the config's attempt settings (the same fields
+    as run_task's flags) with the task's own overrides, then the task and where its results go."""
+    settings = config.model_copy(update={
+        "task_domain": config.domain_of(task),
+        "volume_size": task.volume_size or config.volume_size,
+        "ram_size": task.ram_size or config.ram_size,
+    })
+    return [*to_flags(settings, AttemptSettings), "--task-id", task.id, "--run-id", str(config.run_id),
+            "--attempt", str(attempt), "--result-dir", str(result_dir)]
 
 
 def spawn(command: Sequence[str], log_path: Path, attempt: int) -> subprocess.Popen[bytes]:

@@ -7,6 +7,7 @@ results on disk would no longer describe one setup.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.metadata
 import subprocess
@@ -20,20 +21,16 @@ from filelock import FileLock
 from pydantic import BaseModel
 
 from hcu import REPO_ROOT
-from hcu.osworld.errors import MAX_ATTEMPTS
+from hcu.osworld.attempt.lease import current_host
+from hcu.osworld.defaults import AGENTS
+from hcu.osworld.errors import RETRY_POLICY
+from hcu.osworld.guest.docker_engine import docker_client
 from hcu.osworld.queue.config import RunConfig, TaskSpec
-from hcu.osworld.queue.state import current_host
 from hcu.record_io import Record, write_json, write_record
 
 HASH_CHUNK_BYTES = 8 << 20
 HEALTHZ_TIMEOUT_SEC = 5.0
 GIT_TIMEOUT_SEC = 10.0
-AGENT_ARTIFACTS = {"codex": "codex", "claude-code": "claude-code", "gemini-cli": "gemini-cli.tgz",
-                   "grok-build": "grok"}
-RETRY_POLICY = (f"infrastructure failures rerun the task, at most {MAX_ATTEMPTS} attempts; the one attempt "
-                "left in tasks/ is scored (never a best-of or mean); retries/ are kept and never scored")
-
-
 class Start(BaseModel):
     """One start of the queue on this run."""
 
@@ -132,25 +129,30 @@ def task_file_hashes(config: RunConfig) -> dict[str, dict[str, Any]]:
 def guest_identity(config: RunConfig, cache_path: Path) -> dict[str, Any]:
     if config.guest_image is not None:
         return _file_identity(config.guest_image, cache_path)
-    image = "default test desktop" if config.test_desktop is True else str(config.test_desktop)
+    image = str(config.test_desktop_image)
     try:
-        import docker
-
-        found = docker.from_env(timeout=10).images.get(image)
+        with contextlib.closing(docker_client(HEALTHZ_TIMEOUT_SEC)) as client:
+            found = client.images.get(image)
     except Exception as exc:  # a missing image or engine is recorded, not fatal: the runner will say more
         return {"container_image": image, "error": type(exc).__name__}
     return {"container_image": image, "id": found.id, "repo_digests": found.attrs.get("RepoDigests", [])}
+
+
+def agent_files(config: RunConfig) -> dict[str, Path]:
+    """Every artifact the agent uploads (the CLI from agent_binary, the rest from artifact_dir)."""
+    assert config.artifact_dir is not None and config.agent_binary is not None
+    cli, *others = AGENTS[config.agent].artifacts
+    return {cli: config.agent_binary, **{name: config.artifact_dir / name for name in others}}
 
 
 def artifact_identities(config: RunConfig, cache_path: Path) -> dict[str, Any]:
     assert config.artifact_dir is not None
     agents_json = config.artifact_dir / "agents.json"
     guide = Path(config.instructions_file) if config.instructions_file else None
-    agent_cli = config.agent_binary or config.artifact_dir / AGENT_ARTIFACTS[config.agent]
     return {
         "agents_json": orjson.loads(agents_json.read_bytes()) if agents_json.is_file() else None,
-        "agent_cli": _file_identity(agent_cli, cache_path),
-        "computer_use": _file_identity(config.mcp_binary or config.artifact_dir / "computer-use", cache_path),
+        "agent": {name: _file_identity(path, cache_path) for name, path in agent_files(config).items()},
+        "computer_use": _file_identity(config.mcp_binary, cache_path),
         "instructions_file": _file_identity(guide, cache_path),
         "base_instructions_file": _file_identity(config.base_instructions_file, cache_path),
     }

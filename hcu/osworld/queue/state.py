@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import os
 import re
-import socket
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -18,27 +16,13 @@ from typing import Literal
 import orjson
 from pydantic import ValidationError
 
-from hcu.osworld.attempt.result import TaskResult
+from hcu.osworld.attempt.lease import AttemptLease, current_host
+from hcu.osworld.attempt.result import TaskResult, result_if_readable
 from hcu.osworld.errors import MAX_ATTEMPTS, policy_for
 from hcu.record_io import Record, read_record
 
 TaskState = Literal["pending", "active", "finished", "interrupted", "infra_failed", "exhausted", "foreign"]
 """foreign: leased by a runner on another host, whose process this host cannot see."""
-
-
-class AttemptLease(Record):
-    """attempt.json: written by the runner first, read by the queue on resume."""
-
-    attempt_id: str
-    run_id: str
-    task_id: str
-    attempt: int
-    pid: int
-    """The runner process; alive (and still running this attempt) means the attempt is live."""
-    host: str
-    started_at: float
-    """Unix time the runner started the attempt."""
-    result_dir: str
 
 
 class RetryNote(Record):
@@ -64,17 +48,6 @@ class TaskView:
     lease: AttemptLease | None = None
     result: TaskResult | None = None
     pid: int | None = None
-
-
-def current_host() -> str:
-    return socket.gethostname()
-
-
-def lease_for_this_process(run_id: str, task_id: str, attempt: int, result_dir: Path) -> AttemptLease:
-    """The lease a runner writes for itself."""
-    return AttemptLease(attempt_id=f"{run_id}/{task_id}/{attempt}", run_id=run_id, task_id=task_id,
-                        attempt=attempt, pid=os.getpid(), host=current_host(), started_at=time.time(),
-                        result_dir=str(result_dir))
 
 
 def runs_attempt(pid: int, result_dir: Path) -> bool:
@@ -113,14 +86,6 @@ def glob_escape(text: str) -> str:
     return re.sub(r"([*?\[])", r"[\1]", text)
 
 
-def read_result(path: Path) -> TaskResult | None:
-    """A result.json, or None when it is missing or unreadable (a torn or foreign file is not a result)."""
-    try:
-        return TaskResult.model_validate(orjson.loads(path.read_bytes()))
-    except (FileNotFoundError, orjson.JSONDecodeError, ValidationError):
-        return None
-
-
 def read_lease(path: Path) -> AttemptLease | None:
     try:
         return read_record(path, AttemptLease)
@@ -137,7 +102,7 @@ def scan_task(run_dir: Path, task_id: str) -> TaskView:
     if not task_dir.is_dir():
         view.state = "exhausted" if attempt > MAX_ATTEMPTS else "pending"
         return view
-    view.result = read_result(task_dir / "result.json")
+    view.result = result_if_readable(task_dir / "result.json")
     if view.result is not None:
         policy = policy_for(view.result.failure_classification)
         if policy is None or not (policy.infrastructure and policy.retry):

@@ -66,8 +66,9 @@ def counted_score(result: TaskResult) -> tuple[float | None, str]:
     return float(result.score), ""
 
 
-def read_result(path: str) -> tuple[TaskResult | None, str]:
-    """Plain string paths and pydantic's own JSON parser: 10,000 of these must stay well under a second."""
+def read_result_and_status(path: str) -> tuple[TaskResult | None, str]:
+    """The result and the row status it gives ("completed", "missing" or "unreadable"). Plain string paths and
+    pydantic's own JSON parser: 10,000 of these must stay well under a second."""
     try:
         with open(path, "rb") as f:
             return TaskResult.model_validate_json(f.read()), "completed"
@@ -87,7 +88,7 @@ def _duration(result: TaskResult) -> float | None:
 
 def task_row(config: RunConfig, tasks_dir: str, index: int, retries: Counter[str]) -> TaskRow:
     task = config.tasks[index]
-    result, status = read_result(os.path.join(tasks_dir, task.id, "result.json"))
+    result, status = read_result_and_status(os.path.join(tasks_dir, task.id, "result.json"))
     attempts = retries[task.id] + (1 if result is not None or os.path.isdir(os.path.join(tasks_dir, task.id))
                                    else 0)
     domain = config.domain_of(task) or (result.task_domain if result else None) or "unknown"
@@ -135,7 +136,7 @@ def retry_machine_sec(entries: list[os.DirEntry[str]]) -> tuple[float, int]:
     total, unknown = 0.0, 0
     for entry in entries:
         base = Path(entry.path)
-        result, _ = read_result(os.path.join(entry.path, "result.json"))
+        result, _ = read_result_and_status(os.path.join(entry.path, "result.json"))
         seconds = _duration(result) if result is not None else None
         if seconds is None:
             try:

@@ -1,0 +1,220 @@
+"""One attempt of one OSWorld task, end to end, in a fresh guest (what `python -m hcu.osworld.run_task` runs).
+
+Phases run in order, each timed under one attempt id: load, boot, isolate, upload, setup, probe, agent,
+evaluate, collect, cleanup. A failure is classified by the phase that raised it; result.json is always written
+and the guest is always removed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import signal
+import time
+import uuid
+from pathlib import Path
+
+import orjson
+
+from hcu.computer_use.channels import parse_channels
+from hcu.osworld.agents import get_adapter
+from hcu.osworld.agents.base import AgentContext
+from hcu.osworld.attempt.agent_phase import AgentLimits, AgentOutcome, run_agent
+from hcu.osworld.attempt.identity import AttemptId
+from hcu.osworld.attempt.isolation import prepare_agent, remove_inherited, upload_plan
+from hcu.osworld.attempt.lease import lease_for_this_process
+from hcu.osworld.attempt.options import RunTaskOptions
+from hcu.osworld.attempt.phases import PhaseLog
+from hcu.osworld.attempt.probe import check_executables, check_gateway_from_guest, check_mcp
+from hcu.osworld.attempt.result import TaskResult
+from hcu.osworld.attempt.usage import usage_for_scope
+from hcu.osworld.defaults import AGENTS, GUEST
+from hcu.osworld.errors import EvaluatorError, PhaseError
+from hcu.osworld.guest.api import GuestAPIError
+from hcu.osworld.guest.bridge import bridge_address
+from hcu.osworld.guest.lifecycle import Guest, GuestSpec, remove_guest, start_guest
+from hcu.osworld.osworld_bridge.evaluate import evaluate
+from hcu.osworld.osworld_bridge.setup import run_setup
+from hcu.osworld.settings import INSTRUCTIONS
+from hcu.osworld.tasks import load_task
+from hcu.record_io import write_atomic, write_json, write_record
+
+log = logging.getLogger("hcu.run_task")
+
+GUEST_HOME = GUEST.home
+GUEST_ROOT = f"{GUEST_HOME}/.hcu"
+PROTOCOL = ("\n\nWhen you finish, end your final message with TASK_COMPLETE on its own line; if the task cannot be "
+            "done, end with TASK_INFEASIBLE; if you need the user, end with ASK_USER.")
+
+
+class Interrupted(Exception):
+    """SIGTERM/SIGINT reached the runner: the attempt is recorded as interrupted and cleaned up."""
+
+
+def run_task(opts: RunTaskOptions) -> TaskResult:
+    result_dir = opts.resolved_result_dir()
+    result_dir.mkdir(parents=True, exist_ok=True)
+    attempt = AttemptId(run_id=opts.run_id, task_id=opts.task_id, attempt=opts.attempt)
+    write_record(result_dir / "attempt.json",
+                 lease_for_this_process(attempt.run_id, attempt.task_id, attempt.attempt, result_dir))
+    phases = PhaseLog(str(attempt), on_change=lambda name: write_json(
+        result_dir / "progress.json", {"phase": name, "since": time.time()}))
+    run = _Attempt(opts, attempt, result_dir, phases)
+    started = time.time()
+    result = TaskResult(status="error", attempt_id=str(attempt), run_id=attempt.run_id, task_id=attempt.task_id,
+                        attempt=attempt.attempt, benchmark_version=opts.benchmark_version, agent=opts.agent,
+                        started_at=started)
+    try:
+        run.execute(result)
+    except EvaluatorError as exc:
+        _fail(result, "evaluator_error", "evaluator", str(exc))
+    except PhaseError as exc:
+        _fail(result, "error", exc.classification, str(exc))
+    except GuestAPIError as exc:  # the guest stopped answering: infrastructure, whatever the phase
+        _fail(result, "error", "guest", str(exc))
+    except Interrupted as exc:
+        _fail(result, "error", "interrupted", str(exc))
+    except Exception as exc:  # a bug in hcu: recorded, never read as an agent failure
+        log.exception("runner error")
+        _fail(result, "error", "runner", f"{type(exc).__name__}: {exc}")
+    finally:
+        run.finish(result)
+        result.phases = phases.phases
+        result.finished_at = time.time()
+        result.duration_sec = round(result.finished_at - started, 3)
+        write_record(result_dir / "result.json", result)
+    return result
+
+
+def _fail(result: TaskResult, status: str, classification: str, message: str) -> None:
+    result.status, result.score = status, None
+    result.failure_classification, result.failure_message = classification, message
+
+
+class _Attempt:
+    """The state one attempt carries through its phases."""
+
+    def __init__(self, opts: RunTaskOptions, attempt: AttemptId, result_dir: Path, phases: PhaseLog) -> None:
+        self.opts, self.attempt, self.result_dir, self.phases = opts, attempt, result_dir, phases
+        self.guest: Guest | None = None
+        self.meta: dict = {"attempt_id": str(attempt)}
+
+    def execute(self, result: TaskResult) -> None:
+        o, phase = self.opts, self.phases.phase
+        with phase("load"):
+            o = self.opts = o.resolved(Path.cwd(), bridge_address)
+            task = load_task(o.benchmark_version, o.task_id, o.task_domain, o.tasks_dir)
+            adapter = get_adapter(o.agent)
+            result.task_domain, result.model, result.effort = task.domain, o.model, o.effort
+            ctx = self._context(task.instruction)
+            self.meta.update(task_sha256=task.sha256, gateway=o.gateway, scope=self.attempt.gateway_scope,
+                             session_id=ctx.session_id)
+            # Rendered before any guest starts, so a missing binary costs nothing.
+            plan = adapter.plan(ctx, o.agent_binary.parent)
+            if not o.mcp_binary.is_file():
+                raise FileNotFoundError(f"mcp_binary: {o.mcp_binary} does not exist (run `make build-local`)")
+        with phase("boot"):
+            spec = GuestSpec.for_settings(o)
+            self.guest = start_guest(spec, self.attempt, work_dir=self.result_dir / ".guest")
+            self._record_guest(spec)
+        api = self.guest.api
+        with phase("isolate"):
+            remove_inherited(api, home=GUEST_HOME, work_dir=GUEST_HOME, client_password=spec.client_password,
+                             names=list(adapter.inherited_paths))
+        with phase("upload"):
+            upload_plan(api, plan, {ctx.computer_use_path: o.mcp_binary})
+            self.meta["artifacts"] = _artifact_identity(o.artifact_dir, AGENTS[o.agent].artifacts, o.mcp_binary)
+            prepare_agent(api, plan, GUEST_HOME)
+        with phase("setup"):
+            self.meta["setup_steps"] = [s.model_dump(mode="json") for s in run_setup(
+                self.guest, task, osworld_cache_dir=self.result_dir / ".osworld-cache",
+                asset_cache=o.asset_cache, offline_assets=o.offline_assets, asset_mirror=o.asset_mirror)]
+        with phase("probe"):
+            self.meta["gateway_health"] = check_gateway_from_guest(api, o.gateway, o.max_model_calls)
+            self.meta["agent_version"] = check_executables(api, plan, GUEST_HOME)
+            self.meta["mcp_probe"] = check_mcp(api, plan, ctx.channels).model_dump(mode="json")
+        with phase("agent"):
+            outcome = run_agent(api, adapter, plan, gateway_url=o.gateway, scope=self.attempt.gateway_scope,
+                                work_dir=GUEST_HOME, state_dir=f"{GUEST_ROOT}/run", result_dir=self.result_dir,
+                                limits=AgentLimits(timeout_sec=o.timeout_seconds,
+                                                   no_progress_sec=o.no_progress_seconds,
+                                                   resume_delay_sec=o.rate_limit_resume_delay))
+        self._apply_outcome(result, outcome)
+        if outcome.failure_classification:
+            self.phases.skipped("evaluate", f"not scored: {outcome.failure_classification}")
+            return
+        with phase("evaluate"):
+            write_atomic(self.result_dir / "final-before-eval.png", api.screenshot())
+            try:
+                scored = evaluate(self.guest, task, agent_last_action=outcome.last_action,
+                                  osworld_cache_dir=self.result_dir / ".osworld-cache",
+                                  asset_cache=o.asset_cache, offline_assets=o.offline_assets)
+            finally:
+                self._screenshot("final-after-eval.png")
+        result.status = "completed"
+        result.evaluator_score = scored.score
+        budget_or_timeout = outcome.termination_reason in ("max_model_calls", "timeout")
+        result.score = 0.0 if budget_or_timeout else scored.score
+
+    def _context(self, instruction: str) -> AgentContext:
+        o = self.opts
+        guide = o.guide_path()
+        profile = guide.read_text() if guide else ""
+        if o.code_mode:
+            profile += "\n\n" + (INSTRUCTIONS / "hybrid-code.md").read_text()
+        return AgentContext(
+            scope=self.attempt.gateway_scope, gateway_url=o.gateway, model=o.model, effort=o.effort,
+            channels=list(parse_channels(",".join(o.channels), code_mode=o.code_mode)), code_mode=o.code_mode,
+            base_instructions=o.base_instructions_file.read_text(), profile_instructions=profile or None,
+            prompt=instruction + PROTOCOL, session_id=str(uuid.uuid4()), guest_home=GUEST_HOME,
+            guest_root=GUEST_ROOT, computer_use_path=f"{GUEST_ROOT}/bin/computer-use")
+
+    def _apply_outcome(self, result: TaskResult, outcome: AgentOutcome) -> None:
+        result.termination_reason = outcome.termination_reason
+        result.protocol_word = outcome.protocol_word
+        result.rate_limit_resumes = outcome.rate_limit_resumes
+        self.meta["agent"] = outcome.model_dump(mode="json")
+        if outcome.failure_classification:
+            _fail(result, "error", outcome.failure_classification, outcome.failure_message or "")
+
+    def _record_guest(self, spec: GuestSpec) -> None:
+        g = self.guest
+        self.meta["guest"] = {
+            "spec": spec.model_dump(mode="json", exclude={"client_password"}),
+            "container_id": g.container_id, "host": g.host, "ports": g.ports.model_dump(),
+            "readiness": [s.model_dump(mode="json") for s in g.readiness],
+        }
+
+    def _screenshot(self, name: str) -> None:
+        try:
+            write_atomic(self.result_dir / name, self.guest.api.screenshot())
+        except Exception as exc:  # evidence is best effort once the score is decided
+            log.warning("screenshot %s failed: %s", name, exc)
+
+    def finish(self, result: TaskResult) -> None:
+        """collect + cleanup: always run, whatever happened before."""
+        o = self.opts
+        with self.phases.phase("collect"):
+            if o.token_log is not None:
+                result.usage = usage_for_scope(o.token_log, self.attempt.gateway_scope)
+        try:
+            with self.phases.phase("cleanup"):
+                if self.guest is not None:
+                    remove_guest(self.guest)
+        except Exception as exc:
+            log.error("cleanup failed: %s", exc)
+        write_json(self.result_dir / "meta.json", self.meta)
+
+
+def _artifact_identity(artifact_dir: Path, names: tuple[str, ...], mcp: Path) -> dict:
+    """Versions and hashes of what ran in the guest (fetch-agents.sh records them in agents.json)."""
+    index = artifact_dir / "agents.json"
+    known = orjson.loads(index.read_bytes()) if index.is_file() else {}
+    identity = {name: known.get(name, {"sha256": None}) for name in names}
+    identity["computer-use"] = {"sha256": hashlib.sha256(mcp.read_bytes()).hexdigest()}
+    return identity
+
+
+def raise_interrupted(signum: int, _frame: object) -> None:
+    """The runner's SIGTERM/SIGINT handler: the attempt ends as interrupted, recorded and cleaned up."""
+    raise Interrupted(f"runner received {signal.Signals(signum).name}")

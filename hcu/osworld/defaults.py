@@ -1,0 +1,73 @@
+"""Every default hcu runs with that is not a plain field default: per agent, per benchmark version, for guests.
+
+Three registries, read by the flags, the run config, the agent adapters, the guest and the manifest alike, so a
+default is written here once (OSWORLD.md "Isolation and instructions" and "Install" give the values).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+AgentName = Literal["codex", "claude-code", "gemini-cli", "grok-build"]
+Provider = Literal["openai", "anthropic", "gemini"]
+BenchmarkVersion = Literal["v1", "v2"]
+
+
+class AgentDefaults(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    provider: Provider
+    """Which gateway the agent's CLI talks to."""
+    model: str
+    effort: str
+    gateway_port: int
+    """The gateway's port on the Docker bridge when the run names no gateway."""
+    artifacts: tuple[str, ...]
+    """Files in artifacts/ the agent uploads into the guest (scripts/fetch-agents.sh puts them there); the
+    first is the CLI itself."""
+
+
+AGENTS: dict[AgentName, AgentDefaults] = {
+    "codex": AgentDefaults(provider="openai", model="gpt-5.5", effort="xhigh", gateway_port=8611,
+                           artifacts=("codex",)),
+    "claude-code": AgentDefaults(provider="anthropic", model="claude-opus-5", effort="xhigh", gateway_port=8537,
+                                 artifacts=("claude-code",)),
+    "gemini-cli": AgentDefaults(provider="gemini", model="gemini-3.8-flash", effort="high", gateway_port=8571,
+                                artifacts=("gemini-cli.tgz", "node")),
+    "grok-build": AgentDefaults(provider="openai", model="grok-4.7", effort="xhigh", gateway_port=8611,
+                                artifacts=("grok",)),
+}
+
+
+class BenchmarkDefaults(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    client_password: str
+    """The guest user's sudo password baked into that version's image."""
+    volume_size: int
+    """Guest disk in GiB; must not exceed the image's virtual size."""
+
+
+BENCHMARKS: dict[BenchmarkVersion, BenchmarkDefaults] = {
+    "v1": BenchmarkDefaults(client_password="password", volume_size=64),
+    "v2": BenchmarkDefaults(client_password="osworld-public-evaluation", volume_size=100),
+}
+
+
+class GuestDefaults(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    ram_size: str = "4G"
+    cpu_cores: int = 4
+    qemu_docker_image: str = "happysixd/osworld-docker"
+    """The official container that boots the guest qcow2 with QEMU/KVM."""
+    test_desktop_image: str = "hcu-test-desktop:latest"
+    """The locally built stand-in (`make test-desktop`)."""
+    boot_timeout_sec: float = 300.0
+    home: str = "/home/user"
+    """The guest user's home: where agents run and inherited configuration is removed."""
+
+
+GUEST = GuestDefaults()

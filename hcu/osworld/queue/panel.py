@@ -1,0 +1,263 @@
+"""The panel queue behind `python -m hcu.osworld.run_queue`: run a panel, resumably.
+
+The queue keeps `max_active_tasks` runner processes going, `launch_stagger_seconds` apart. Everything it
+decides is derived from the run directory (see queue_state), so stopping it at any moment (Ctrl-C, SIGTERM,
+kill -9) loses nothing: the runners run on in their own sessions, and the next start adopts the live ones,
+keeps finished results and sets interrupted attempts aside under retries/ before running them again.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import Counter, deque
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from subprocess import Popen
+
+import orjson
+from filelock import FileLock, Timeout
+from pydantic import ValidationError
+
+from hcu.osworld.attempt.identity import AttemptId
+from hcu.osworld.errors import policy_for
+from hcu.osworld.queue.config import RunConfig
+from hcu.osworld.queue.containers import cleanup_attempt, run_attempts_with_containers
+from hcu.osworld.queue.gate import LaunchGate
+from hcu.osworld.queue.launch import RUN_TASK, runner_args, spawn
+from hcu.osworld.queue.manifest import record_start
+from hcu.osworld.queue.state import RetryNote, TaskView, read_retry_notes, runs_attempt, scan_task
+from hcu.osworld.queue.status import ActiveAttempt, Finish, StatusView, render
+from hcu.record_io import write_atomic, write_json, write_record
+
+DEFAULT_POLL_SEC = 5.0
+
+
+class QueueRefused(Exception):
+    """The queue will not run on this directory; the message says why in one line."""
+
+
+@contextmanager
+def run_lock(run_dir: Path) -> Iterator[None]:
+    """One queue per run directory. The OS drops the lock when its holder dies, even by kill -9."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(run_dir / ".queue.lock"), timeout=0)
+    try:
+        lock.acquire()
+    except Timeout:
+        raise QueueRefused(f"{run_dir}: another queue is already running on this run directory") from None
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def config_difference(config: RunConfig) -> list[str] | None:
+    """Keys that differ from the config stored in the run directory; None when there is none yet."""
+    path = config.run_dir / "config.json"
+    if not path.exists():
+        return None
+    try:
+        stored = RunConfig.model_validate(orjson.loads(path.read_bytes()))
+    except (orjson.JSONDecodeError, ValidationError):
+        return ["config.json (unreadable)"]
+    old, new = stored.comparable(), config.comparable()
+    return sorted(key for key in old.keys() | new.keys() if old.get(key) != new.get(key))
+
+
+def store_config(config: RunConfig) -> None:
+    changed = config_difference(config)
+    if changed:
+        raise QueueRefused(f"{config.run_dir / 'config.json'}: {', '.join(changed)} differ from the config "
+                           "this run started with (only max_active_tasks and launch_stagger_seconds may "
+                           "change; use a new run_id)")
+    write_json(config.run_dir / "config.json", config.model_dump(mode="json"))
+
+
+class PanelQueue:
+    """The launch loop over one run directory (the caller holds the run lock)."""
+
+    def __init__(self, config: RunConfig, runner: Sequence[str], poll_interval_sec: float,
+                 gate: LaunchGate | None = None) -> None:
+        self.config, self.runner, self.poll_interval_sec = config, list(runner), poll_interval_sec
+        self.gate, self.held = gate, ""
+        self.run_dir = config.run_dir
+        self.specs = {task.id: task for task in config.tasks}
+        self.pending: deque[str] = deque()
+        self.active: dict[str, ActiveAttempt] = {}
+        self.children: dict[str, Popen[bytes]] = {}
+        self.final: dict[str, str] = {}
+        self.finishes: list[Finish] = []
+        notes = read_retry_notes(self.run_dir)
+        self.retries = [f"{name}: {note.failure_classification if note else 'no retry.json'}"
+                        for name, note in notes.items()]
+        self.last_launch = 0.0
+        self.pause_until = max((n.moved_at + n.pause_launches_sec for n in notes.values() if n), default=0.0)
+
+    def run(self) -> dict[str, str]:
+        self._event("start", pid=os.getpid())
+        try:
+            self._adopt()
+            while self.pending or self.active:
+                self._reap()
+                self._launch_due()
+                self._write_status(self.held)
+                if self.pending or self.active:
+                    time.sleep(self.poll_interval_sec)
+        except BaseException:
+            self._write_status(f"Queue stopped; {len(self.active)} attempts keep running and are adopted "
+                               "by the next start.")
+            self._event("stop", active=sorted(self.active))
+            raise
+        self._write_status("All tasks final.")
+        self._event("done", states=dict(Counter(self.final.values())))
+        return dict(self.final)
+
+    def _adopt(self) -> None:
+        """Take over what the last queue left: live attempts, finished results, dead attempts, containers."""
+        for task in self.config.tasks:
+            self._take(scan_task(self.run_dir, task.id))
+        live = {(task_id, active.attempt) for task_id, active in self.active.items()}
+        for task_id, attempt in sorted(run_attempts_with_containers(str(self.config.run_id)) - live):
+            cleanup_attempt(AttemptId(run_id=str(self.config.run_id), task_id=task_id, attempt=attempt))
+            self._event("orphan_containers_removed", task_id=task_id, attempt=attempt)
+
+    def _take(self, view: TaskView) -> None:
+        """Put a scanned task where it belongs."""
+        if view.state in ("finished", "exhausted"):
+            self.final[view.task_id] = view.state
+        elif view.state == "pending":
+            self.pending.append(view.task_id)
+        elif view.state == "active":
+            assert view.pid is not None
+            started = view.lease.started_at if view.lease else time.time()
+            self.last_launch = max(self.last_launch, started)  # the stagger holds across restarts
+            self.active[view.task_id] = ActiveAttempt(view.task_id, view.attempt, view.pid, started, True,
+                                                      self._result_dir(view.task_id))
+            self._event("adopt", task_id=view.task_id, attempt=view.attempt, pid=view.pid)
+        elif view.state == "foreign":
+            assert view.lease is not None
+            raise QueueRefused(f"{self._result_dir(view.task_id)}: attempt {view.attempt} is leased by host "
+                               f"{view.lease.host}; run the queue there (this host cannot see its process)")
+        elif view.state == "interrupted":
+            self._set_aside(view, "interrupted", "the runner is gone and left no result.json")
+        else:
+            assert view.result is not None and view.result.failure_classification is not None
+            self._set_aside(view, view.result.failure_classification, view.result.failure_message or "")
+
+    def _set_aside(self, view: TaskView, classification: str, reason: str) -> None:
+        """Move an infrastructure-failed or interrupted attempt to retries/<task>-<n>/ and queue the task."""
+        policy = policy_for(classification)
+        pause = policy.pause_launches_sec if policy else 0.0
+        task_dir, name = self._result_dir(view.task_id), f"{view.task_id}-{view.attempt}"
+        note = RetryNote(task_id=view.task_id, attempt=view.attempt, failure_classification=classification,
+                         reason=reason[:500], moved_at=time.time(), pause_launches_sec=pause)
+        write_record(task_dir / "retry.json", note)  # first, so a kill before the move just repeats this
+        (self.run_dir / "retries").mkdir(exist_ok=True)
+        os.rename(task_dir, self.run_dir / "retries" / name)
+        log = self.run_dir / "logs" / f"{view.task_id}.log"
+        if log.exists():
+            os.rename(log, self.run_dir / "retries" / name / "runner.log")
+        cleanup_attempt(AttemptId(run_id=str(self.config.run_id), task_id=view.task_id, attempt=view.attempt))
+        self.pause_until = max(self.pause_until, note.moved_at + pause)
+        self.retries.append(f"{name}: {classification}")
+        self._event("set_aside", task_id=view.task_id, attempt=view.attempt, classification=classification)
+        self._take(scan_task(self.run_dir, view.task_id))
+
+    def _reap(self) -> None:
+        for task_id, active in list(self.active.items()):
+            child = self.children.get(task_id)
+            alive = child.poll() is None if child else runs_attempt(active.pid, active.result_dir)
+            if alive:
+                continue
+            del self.active[task_id]
+            self.children.pop(task_id, None)
+            view = scan_task(self.run_dir, task_id)
+            outcome = {"infra_failed": "set aside", "interrupted": "set aside (interrupted)",
+                       "exhausted": "out of attempts"}.get(view.state, view.state)
+            self.finishes.append(Finish(task_id, active.attempt, outcome, time.time(),
+                                        time.time() - active.started_at))
+            self._event("exit", task_id=task_id, attempt=active.attempt, state=view.state)
+            if view.state in ("finished", "exhausted"):  # a runner killed after its result leaves containers
+                cleanup_attempt(AttemptId(run_id=str(self.config.run_id), task_id=task_id,
+                                          attempt=active.attempt))
+            self._take(view)
+
+    def _launch_due(self) -> None:
+        config = self.config
+        checked, self.held = False, ""
+        while (self.pending and len(self.active) < config.max_active_tasks and time.time() >= self.pause_until
+               and time.time() - self.last_launch >= config.launch_stagger_seconds):
+            if self.gate and not checked:
+                self.held, checked = self.gate() or "", True
+                if self.held:
+                    self._event("held", reason=self.held)
+                    return
+            self._launch(self.pending.popleft())
+
+    def _launch(self, task_id: str) -> None:
+        view = scan_task(self.run_dir, task_id)
+        result_dir = self._result_dir(task_id)
+        result_dir.mkdir(parents=True, exist_ok=True)
+        command = self.runner + runner_args(self.config, self.specs[task_id], view.attempt, result_dir)
+        child = spawn(command, self.run_dir / "logs" / f"{task_id}.log", view.attempt)
+        self.last_launch = time.time()
+        self.active[task_id] = ActiveAttempt(task_id, view.attempt, child.pid, self.last_launch, False,
+                                             result_dir)
+        self.children[task_id] = child
+        self._event("launch", task_id=task_id, attempt=view.attempt, pid=child.pid)
+
+    def _result_dir(self, task_id: str) -> Path:
+        return self.run_dir / "tasks" / task_id
+
+    def _write_status(self, note: str) -> None:
+        states = Counter(self.final.values())
+        states.update(pending=len(self.pending), active=len(self.active))
+        view = StatusView(run_id=str(self.config.run_id), max_active_tasks=self.config.max_active_tasks,
+                          states=states, active=list(self.active.values()), finishes=self.finishes,
+                          retries=self.retries, pause_until=self.pause_until, note=note)
+        write_atomic(self.run_dir / "QUEUE_STATUS.md", render(view).encode())
+
+    def _event(self, event: str, **fields: object) -> None:
+        """One line per queue decision in logs/queue.jsonl: launches, adoptions, exits, retries."""
+        path = self.run_dir / "logs" / "queue.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("ab") as f:
+            f.write(orjson.dumps({"at": time.time(), "event": event, **fields}) + b"\n")
+
+
+def run_queue(config: RunConfig, *, runner: Sequence[str] = RUN_TASK,
+              poll_interval_sec: float = DEFAULT_POLL_SEC, gate: LaunchGate | None = None) -> dict[str, str]:
+    """Run (or resume) the panel until every task is final; returns task id -> "finished" | "exhausted".
+    `gate` holds launches (e.g. `queue_gate.gateway_gate(config)`: while the gateway is down)."""
+    with run_lock(config.run_dir):
+        store_config(config)
+        record_start(config)
+        return PanelQueue(config, runner, poll_interval_sec, gate).run()
+
+
+def describe_plan(config: RunConfig) -> str:
+    """The --dry-run report: resolved paths, the gateway flags, and what would launch. Writes nothing."""
+    changed = config_difference(config)
+    lines = [f"run directory: {config.run_dir}",
+             "config: new run" if changed is None else
+             ("config: matches the stored config.json (resume)" if not changed else
+              f"config: REFUSED, {', '.join(changed)} differ from the stored config.json"),
+             f"gateway: {config.gateway}",
+             f"gateway flags: --out {config.token_log} --max-requests-per-task {config.max_model_calls}"]
+    for key in ("guest_image", "test_desktop", "tasks_dir", "results_dir", "token_log", "artifact_dir",
+                "asset_cache", "agent_binary", "mcp_binary", "instructions_file", "base_instructions_file"):
+        value = getattr(config, key)
+        checked = key not in ("test_desktop", "results_dir", "token_log") and value not in (None, "")
+        missing = checked and not Path(str(value)).exists()
+        lines.append(f"{key}: {value}{'  (missing)' if missing else ''}")
+    launches = []
+    for task in config.tasks:
+        view = scan_task(config.run_dir, task.id)
+        launches.append(f"  {task.id}  {config.domain_of(task) or '-'}  {view.state}  attempt {view.attempt}")
+    lines += [f"tasks ({len(config.tasks)}; state and the attempt that would run):", *launches]
+    first = config.tasks[0]
+    argv = runner_args(config, first, 1, config.run_dir / "tasks" / first.id)
+    lines.append("runner command (first task): " + " ".join([*RUN_TASK, *argv]))
+    return "\n".join(lines)

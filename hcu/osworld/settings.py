@@ -1,0 +1,262 @@
+"""The settings of one attempt, written once as pydantic fields: run_task's and setup_canary's flags and a run
+config's keys are all derived from them, so a default, a constraint or a help text exists in one place.
+
+A field `max_model_calls` is the config key `max_model_calls` and the flag `--max-model-calls`; its attribute
+docstring is the flag's help. `resolved()` fills every default that depends on other settings (the agent's
+model, the benchmark version's password, the guide for the channels) from `hcu.osworld.defaults`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import types
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Literal, NoReturn, TypeVar, Union, get_args, get_origin
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from hcu import REPO_ROOT
+from hcu.computer_use.channels import DEFAULT_CHANNELS
+from hcu.osworld.defaults import AGENTS, BENCHMARKS, GUEST, AgentName, BenchmarkVersion
+
+Channel = Literal["gui", "a11y", "keyboard"]
+SAFE_NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
+"""Run and task ids become directory and container names: no separators, no leading dot."""
+SIZE = r"^\d+[MGT]$"
+"""A memory size with its unit, as QEMU's RAM_SIZE takes it (4G, 8192M)."""
+INSTRUCTIONS = REPO_ROOT / "instructions"
+
+
+class Settings(BaseModel):
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+
+class TaskSettings(Settings):
+    benchmark_version: BenchmarkVersion = "v1"
+    task_domain: str | None = None
+    """OSWorld domain of the task (e.g. libreoffice_calc); searched in every domain when left out."""
+    tasks_dir: Path | None = None
+    """Folder of V1 task files (examples/<domain>/<id>.json); default $HCU_OSWORLD_TASKS_DIR, else the OSWorld
+    checkout's evaluation_examples."""
+
+
+class GuestSettings(Settings):
+    guest_image: Path | None = None
+    """The official guest qcow2, booted on a per-attempt overlay (exactly one of this and test_desktop)."""
+    test_desktop: str | Literal[True] | None = None
+    """Run on the locally built test desktop: an image reference, or true (the bare flag) for the default."""
+    volume_size: int | None = Field(default=None, ge=1)
+    """Guest disk in GiB, at most the image's virtual size; default: the benchmark version's."""
+    ram_size: str = Field(default=GUEST.ram_size, pattern=SIZE)
+    """Guest memory with its unit (4G, 8192M)."""
+    client_password: str | None = None
+    """The guest user's sudo password; default: the benchmark version's."""
+
+    @model_validator(mode="after")
+    def _one_guest(self) -> GuestSettings:
+        if (self.guest_image is None) == (self.test_desktop is None):
+            raise ValueError("guest_image: expected a qcow2 path, or test_desktop instead (exactly one of the two)")
+        return self
+
+    @property
+    def test_desktop_image(self) -> str | None:
+        return GUEST.test_desktop_image if self.test_desktop is True else self.test_desktop
+
+
+class AssetSettings(Settings):
+    asset_cache: Path | None = None
+    """Where setup files are cached by URL; default assets/ in this checkout."""
+    offline_assets: bool = False
+    """A file missing from the asset cache fails setup instead of being downloaded."""
+    asset_mirror: str | None = Field(default=None, pattern=r"^https?://\S+$")
+    """Fetch cache misses from <mirror>/<host>/<path> (any server of a copied asset cache)."""
+
+
+class AgentSettings(Settings):
+    agent: AgentName
+    model: str | None = None
+    """Default: the agent's (hcu.osworld.defaults.AGENTS)."""
+    effort: str | None = None
+    """Default: the agent's."""
+    channels: list[Channel] = Field(default=list(DEFAULT_CHANNELS), min_length=1)
+    """computer-use channels the agent gets (comma list of gui, a11y, keyboard)."""
+    code_mode: bool = False
+    """Add the code channel (run_shell, run_python) and its guide."""
+    instructions_file: str | None = None
+    """The interaction guide; default: the one for the channels; "" runs without one (base.md stays)."""
+    base_instructions_file: Path | None = None
+    """Default instructions/base.md."""
+    artifact_dir: Path | None = None
+    """Where the agent CLIs and computer-use are; default artifacts/ in this checkout."""
+    agent_binary: Path | None = None
+    """The agent CLI to upload; default its file in artifact_dir."""
+    mcp_binary: Path | None = None
+    """The computer-use server to upload; default artifact_dir/computer-use."""
+
+    @model_validator(mode="after")
+    def _channels_once(self) -> AgentSettings:
+        if len(set(self.channels)) != len(self.channels):
+            raise ValueError("channels: a channel is listed twice")
+        return self
+
+
+class LimitSettings(Settings):
+    max_model_calls: int = Field(default=100, ge=0)
+    """Per-task budget of counted generations; the gateway's --max-requests-per-task."""
+    timeout_seconds: float = Field(default=3600.0, ge=0)
+    """Per-phase timeout (0 = none)."""
+    no_progress_seconds: float = Field(default=900.0, ge=0)
+    """Stop an agent whose output and model calls stand still this long (0 = never)."""
+    rate_limit_resume_delay: float = Field(default=60.0, ge=0)
+    """Wait before resuming a session whose turn ended on a rate limit."""
+
+
+class GatewaySettings(Settings):
+    gateway: str | None = Field(default=None, pattern=r"^https?://[^/\s]+/?$")
+    """Gateway base URL; default http://<docker bridge address>:<the agent's port>."""
+    token_log: Path | None = None
+    """The gateway's token log, read for the attempt's usage."""
+
+
+class AttemptSettings(GatewaySettings, LimitSettings, AgentSettings, AssetSettings, GuestSettings, TaskSettings):
+    """Everything one attempt runs with, apart from which task it is and where its results go."""
+
+    def default_guide(self) -> Path:
+        """hybrid.md, or the single-channel guide for an ablation without gui or without a11y."""
+        if "gui" not in self.channels:
+            return INSTRUCTIONS / "ax-only.md"
+        if "a11y" not in self.channels:
+            return INSTRUCTIONS / "gui-only.md"
+        return INSTRUCTIONS / "hybrid.md"
+
+    def guide_path(self) -> Path | None:
+        """The interaction guide to deliver; None when the run asked for none."""
+        if self.instructions_file == "":
+            return None
+        return Path(self.instructions_file) if self.instructions_file else self.default_guide()
+
+    def resolved(self: S, base: Path, gateway_host: Callable[[], str]) -> S:
+        """A copy with every default filled and every path absolute (relative ones against `base`);
+        `gateway_host` is asked only when no gateway is set. Idempotent."""
+        agent, version = AGENTS[self.agent], BENCHMARKS[self.benchmark_version]
+        guide = self.instructions_file
+        updates: dict[str, Any] = {
+            "model": self.model or agent.model,
+            "effort": self.effort or agent.effort,
+            "client_password": version.client_password if self.client_password is None else self.client_password,
+            "volume_size": self.volume_size or version.volume_size,
+            "test_desktop": self.test_desktop_image,
+            "gateway": (self.gateway or f"http://{gateway_host()}:{agent.gateway_port}").rstrip("/"),
+            "instructions_file": "" if guide == "" else str(absolute(base, guide or self.default_guide())),
+            "base_instructions_file": absolute(base, self.base_instructions_file or INSTRUCTIONS / "base.md"),
+            "artifact_dir": absolute(base, self.artifact_dir or REPO_ROOT / "artifacts"),
+            "asset_cache": absolute(base, self.asset_cache or REPO_ROOT / "assets"),
+        }
+        for key in ("guest_image", "tasks_dir", "agent_binary", "mcp_binary", "token_log"):
+            value = getattr(self, key)
+            updates[key] = None if value is None else absolute(base, value)
+        resolved = self.model_copy(update=updates)
+        resolved.agent_binary = resolved.agent_binary or resolved.artifact_dir / agent.artifacts[0]
+        resolved.mcp_binary = resolved.mcp_binary or resolved.artifact_dir / "computer-use"
+        return resolved
+
+
+S = TypeVar("S", bound=AttemptSettings)
+M = TypeVar("M", bound=BaseModel)
+
+
+def absolute(base: Path, value: Path | str) -> Path:
+    path = Path(value).expanduser()
+    return (path if path.is_absolute() else base / path).resolve()
+
+
+# Flags --------------------------------------------------------------------------------------------------------
+
+def flag_name(field: str) -> str:
+    return "--" + field.replace("_", "-")
+
+
+def _members(annotation: Any) -> tuple[Any, ...]:
+    if get_origin(annotation) in (Union, types.UnionType):
+        return get_args(annotation)
+    return (annotation,)
+
+
+def _kind(annotation: Any) -> str:
+    members = _members(annotation)
+    if annotation is bool:
+        return "switch"
+    if any(get_origin(m) is list for m in members):
+        return "list"
+    if any(get_origin(m) is Literal and True in get_args(m) for m in members):
+        return "optional_value"  # `--test-desktop` alone, or `--test-desktop IMAGE`
+    return "value"
+
+
+def add_flags(parser: argparse.ArgumentParser, model: type[BaseModel]) -> None:
+    """One flag per field of `model`; unset flags stay out of the parsed values, so field defaults apply."""
+    for name, field in model.model_fields.items():
+        kind, help_text = _kind(field.annotation), " ".join((field.description or "").split()) or None
+        required = field.is_required() and kind != "switch"
+        if kind == "switch":
+            parser.add_argument(flag_name(name), action="store_true", default=None, help=help_text)
+        elif kind == "optional_value":
+            parser.add_argument(flag_name(name), nargs="?", const=True, default=None, metavar="VALUE",
+                                help=help_text)
+        elif kind == "list":
+            parser.add_argument(flag_name(name), default=None, metavar="A,B", help=help_text,
+                                type=lambda text: [part.strip() for part in text.split(",") if part.strip()])
+        else:
+            parser.add_argument(flag_name(name), default=None, required=required, help=help_text)
+
+
+def to_flags(settings: BaseModel, model: type[BaseModel]) -> list[str]:
+    """The command line that `parse_flags(model, ...)` turns back into `settings`' values for `model`'s fields."""
+    argv: list[str] = []
+    for name, field in model.model_fields.items():
+        value = getattr(settings, name)
+        if value is None or value is False:
+            continue
+        if value is True:
+            argv.append(flag_name(name))
+        elif _kind(field.annotation) == "list":
+            argv += [flag_name(name), ",".join(str(item) for item in value)]
+        else:
+            argv += [flag_name(name), str(value)]
+    return argv
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """Bad flags end in one line and exit 2, without the usage dump."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def parse_flags(model: type[M], argv: Sequence[str] | None, parser: argparse.ArgumentParser) -> M:
+    """Parse `argv` with `parser` (its flags from `add_flags(parser, model)`) into a validated `model`."""
+    values = {key: value for key, value in vars(parser.parse_args(argv)).items() if value is not None}
+    try:
+        return model.model_validate(values)
+    except ValidationError as exc:
+        parser.error(describe_error(exc, flag_name))
+
+
+def describe_error(error: ValidationError, name: Callable[[str], str] = str) -> str:
+    """The first validation error as one line: which key (or flag, through `name`) and what was expected."""
+    first = error.errors()[0]
+    loc = first["loc"]
+    where = name(str(loc[0])) + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc[1:]) if loc else ""
+    more = f" (and {error.error_count() - 1} more)" if error.error_count() > 1 else ""
+    kind = first["type"]
+    if kind == "extra_forbidden":
+        return f"{where}: unknown key (expected a key of configs/schema/run-config.schema.json){more}"
+    if kind == "missing":
+        return f"{where}: missing (required){more}"
+    if kind == "model_type":
+        return f"{where or 'config'}: expected a JSON object{more}"
+    message = first["msg"].removeprefix("Value error, ")
+    got = "" if not loc else f" (got {orjson.dumps(first['input'], default=str).decode()[:60]})"
+    return f"{where + ': ' if where else ''}{message}{got}{more}"
