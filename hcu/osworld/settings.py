@@ -57,7 +57,7 @@ class GuestSettings(Settings):
     @model_validator(mode="after")
     def _one_guest(self) -> GuestSettings:
         if (self.guest_image is None) == (self.test_desktop is None):
-            raise ValueError("guest_image: expected a qcow2 path, or test_desktop instead (exactly one of the two)")
+            raise ValueError("guest_image: expected a qcow2 path, or the test desktop instead (exactly one of the two)")
         return self
 
     @property
@@ -258,5 +258,8 @@ def describe_error(error: ValidationError, name: Callable[[str], str] = str) -> 
     if kind == "model_type":
         return f"{where or 'config'}: expected a JSON object{more}"
     message = first["msg"].removeprefix("Value error, ")
+    key, _, rest = message.partition(": ")
+    if not loc and rest and key.isidentifier():  # a model-level check names its key at the start
+        message = f"{name(key)}: {rest}"
     got = "" if not loc else f" (got {orjson.dumps(first['input'], default=str).decode()[:60]})"
     return f"{where + ': ' if where else ''}{message}{got}{more}"

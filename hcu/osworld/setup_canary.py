@@ -7,25 +7,35 @@ Exit status: 0 passed, 1 failed (report.json says why), 2 bad flags (one line, n
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import signal
 import sys
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Literal, NoReturn
+from typing import Any, Literal
+
+from pydantic import Field
 
 from hcu.osworld.attempt.identity import AttemptId
+from hcu.osworld.defaults import BENCHMARKS, GUEST
 from hcu.osworld.errors import PhaseError
 from hcu.osworld.guest.readiness import ReadinessStep
 from hcu.osworld.osworld_bridge import code as osworld_code
 from hcu.osworld.osworld_bridge.evaluate import EvalResult, evaluate
 from hcu.osworld.osworld_bridge.setup import SetupStepError, SetupStepRecord, run_setup
-from hcu.osworld.tasks import TaskDefinition, TaskError, benchmark_defaults, load_task
+from hcu.osworld.settings import (
+    SAFE_NAME,
+    AssetSettings,
+    GuestSettings,
+    OneLineParser,
+    TaskSettings,
+    add_flags,
+    parse_flags,
+)
+from hcu.osworld.tasks import TaskDefinition, TaskError, load_task
 from hcu.record_io import Record, write_record
 
-DEFAULT_TEST_DESKTOP = "hcu-test-desktop:latest"
 REPORT_NAME = "report.json"
 
 
@@ -48,58 +58,45 @@ class CanaryReport(Record):
     duration_sec: float = 0.0
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:  # one line, exit 2, no usage dump
-        self.exit(2, f"{self.prog}: error: {message}\n")
+class CanaryOptions(AssetSettings, GuestSettings, TaskSettings):
+    task_id: str = Field(pattern=SAFE_NAME)
+    """The OSWorld task id."""
+    result_dir: Path
+    """Where report.json (and the guest's work files) go."""
+    run_evaluator: bool = False
+    """Also score the untouched setup state with the official evaluator (usually 0)."""
+    boot_timeout: float = Field(default=GUEST.boot_timeout_sec, gt=0)
+    step_deadline: float = Field(default=300.0, gt=0)
+    """Deadline of each setup step, in seconds."""
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = _Parser(prog="python -m hcu.osworld.setup_canary", description=__doc__)
-    p.add_argument("--benchmark-version", required=True, choices=["v1", "v2"])
-    p.add_argument("--task-id", required=True)
-    p.add_argument("--task-domain")
-    guest = p.add_mutually_exclusive_group(required=True)
-    guest.add_argument("--guest-image", type=Path, help="qcow2 of the official guest")
-    guest.add_argument("--test-desktop", nargs="?", const=DEFAULT_TEST_DESKTOP, metavar="IMAGE",
-                       help=f"use the local test desktop image (default {DEFAULT_TEST_DESKTOP})")
-    p.add_argument("--volume-size", type=int, help="guest disk in GB (default: the benchmark's)")
-    p.add_argument("--client-password", help="guest sudo password (default: the benchmark's)")
-    p.add_argument("--result-dir", required=True, type=Path)
-    p.add_argument("--run-evaluator", action="store_true")
-    p.add_argument("--offline-assets", action="store_true")
-    p.add_argument("--asset-cache", type=Path, help="asset cache folder (default assets/)")
-    p.add_argument("--asset-mirror", help="fetch cache misses from <mirror>/<host>/<path> (a served cache)")
-    p.add_argument("--tasks-dir", type=Path, help="V1 tasks folder (default: the checkout's)")
-    p.add_argument("--boot-timeout", type=float, default=300.0)
-    p.add_argument("--step-deadline", type=float, default=300.0)
-    args = p.parse_args(argv)
-    if args.volume_size is not None and args.volume_size < 1:
-        p.error(f"--volume-size: expected a positive number of GB, got {args.volume_size}")
+def parse_args(argv: list[str] | None) -> CanaryOptions:
+    parser = OneLineParser(prog="python -m hcu.osworld.setup_canary", description=__doc__)
+    add_flags(parser, CanaryOptions)
+    args = parse_flags(CanaryOptions, argv, parser)
     if args.guest_image is not None and not args.guest_image.is_file():
-        p.error(f"--guest-image: {args.guest_image} is not a file")
+        parser.error(f"--guest-image: {args.guest_image} is not a file")
     if args.tasks_dir is not None and not args.tasks_dir.is_dir():
-        p.error(f"--tasks-dir: {args.tasks_dir} is not a folder")
+        parser.error(f"--tasks-dir: {args.tasks_dir} is not a folder")
     if args.result_dir.exists() and not args.result_dir.is_dir():
-        p.error(f"--result-dir: {args.result_dir} exists and is not a folder")
-    if args.boot_timeout <= 0 or args.step_deadline <= 0:
-        p.error("--boot-timeout and --step-deadline: expected positive seconds")
-    return args
+        parser.error(f"--result-dir: {args.result_dir} exists and is not a folder")
+    version = BENCHMARKS[args.benchmark_version]
+    return args.model_copy(update={
+        "guest_image": args.guest_image.resolve() if args.guest_image else None,
+        "test_desktop": args.test_desktop_image,
+        "volume_size": args.volume_size or version.volume_size,
+        "client_password": version.client_password if args.client_password is None else args.client_password,
+    })
 
 
 def _raise_on_sigterm(signum: int, frame: Any) -> None:
     raise SystemExit(128 + signum)  # unwinds through `finally`, so the guest is removed
 
 
-def run(args: argparse.Namespace, task: TaskDefinition) -> CanaryReport:
+def run(args: CanaryOptions, task: TaskDefinition) -> CanaryReport:
     from hcu.osworld.guest.lifecycle import GuestSpec, remove_guest, start_guest
 
-    default_password, default_volume = benchmark_defaults(args.benchmark_version)
-    spec = GuestSpec(
-        kind="qemu" if args.guest_image else "test-desktop",
-        image=str(args.guest_image.resolve() if args.guest_image else args.test_desktop),
-        volume_size_gb=args.volume_size or default_volume,
-        client_password=args.client_password if args.client_password is not None else default_password,
-    )
+    spec = GuestSpec.for_settings(args)
     report = CanaryReport(
         status="failed", benchmark_version=args.benchmark_version, task_id=task.id,
         task_domain=task.domain, task_sha256=task.sha256, guest_kind=spec.kind, guest_image=spec.image,

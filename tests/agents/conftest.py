@@ -9,6 +9,7 @@ import pytest
 
 from hcu import REPO_ROOT
 from hcu.osworld.agents.base import AgentContext
+from hcu.osworld.defaults import AGENTS
 
 FIXTURES = Path(__file__).parent / "fixtures"
 ARTIFACTS = REPO_ROOT / "artifacts"
@@ -39,8 +40,16 @@ def ctx() -> AgentContext:
 
 
 @pytest.fixture
-def artifact_dir() -> Path:
-    return ARTIFACTS
+def artifact_dir(tmp_path: Path) -> Path:
+    """Stand-in files for every agent artifact (rendering only checks they exist), except Codex, whose plan
+    reads the model catalog from the real binary: it is linked from artifacts/ when there."""
+    folder = tmp_path / "artifacts"
+    folder.mkdir()
+    for name in {name for agent in AGENTS.values() for name in agent.artifacts} - {"codex"}:
+        (folder / name).write_bytes(b"stand-in")
+    if (ARTIFACTS / "codex").is_file():
+        (folder / "codex").symlink_to(ARTIFACTS / "codex")
+    return folder
 
 
 @pytest.fixture

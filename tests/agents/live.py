@@ -1,13 +1,9 @@
-"""Real-tier helpers: a scripted policy upstream and the provider's gateway on this host, and a test desktop
-container holding an adapter's rendered plan, where the real CLI runs as `user`."""
+"""Real-tier helper: a test desktop container holding an adapter's rendered plan, where the real CLI runs as
+`user` (the scripted model and the gateway come from hcu.demo.stand_in)."""
 
 from __future__ import annotations
 
 import io
-import os
-import socket
-import subprocess
-import sys
 import tarfile
 import tempfile
 import time
@@ -16,76 +12,13 @@ from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
 
 import docker
-import requests
 
 from hcu.osworld.agents.base import AgentContext, AgentPlan
 from hcu.osworld.attempt.identity import AttemptId
+from hcu.osworld.defaults import GUEST
 
-IMAGE = "hcu-test-desktop:latest"
-BRIDGE = "172.17.0.1"
+IMAGE = GUEST.test_desktop_image
 GUEST_UID = 1000
-UPSTREAM_SECRET = "hcu-live-test-upstream-secret"
-"""Handed to the gateway as its upstream credential: it must never show up inside the guest."""
-
-
-def free_port(host: str) -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
-
-
-def _wait_http(url: str, proc: subprocess.Popen, log: Path, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, f"{proc.args[:4]} exited early:\n{log.read_text()[-2000:]}"
-        try:
-            requests.get(url, timeout=2)
-            return
-        except requests.RequestException:
-            time.sleep(0.2)
-    raise AssertionError(f"{url} did not answer within {timeout} s:\n{log.read_text()[-2000:]}")
-
-
-@contextmanager
-def _service(argv: list[str], env: dict[str, str], log: Path, ready_url: str) -> Iterator[None]:
-    with log.open("wb") as out:
-        proc = subprocess.Popen(argv, env={**os.environ, **env}, stdout=out, stderr=subprocess.STDOUT)
-    try:
-        _wait_http(ready_url, proc, log)
-        yield
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
-
-
-@contextmanager
-def policy_behind_gateway(provider: str, policies: Path, work: Path, budget: int = 20) -> Iterator[str]:
-    """`python -m hcu.scripted.policy` on loopback, the provider's gateway on the bridge address in front
-    of it; yields the gateway URL the guest uses."""
-    up_port, gw_port = free_port("127.0.0.1"), free_port(BRIDGE)
-    upstream = f"127.0.0.1:{up_port}"
-    policy_argv = [sys.executable, "-m", "hcu.scripted.policy", "--policies", str(policies),
-                   "--port", str(up_port)]
-    common = ["--host", BRIDGE, "--out", str(work / "gateway-tokens.jsonl"),
-              "--max-requests-per-task", str(budget), "--rate-limit-max-wait", "5"]
-    env: dict[str, str] = {}
-    if provider == "openai":
-        gateway = ["hcu.gateway.openai_proxy", "--ports", str(gw_port), "--upstreams", upstream,
-                   "--upstream-kind", "openai", "--upstream-scheme", "http",
-                   "--upstream-token", UPSTREAM_SECRET]
-    else:
-        prefix = "OSW_ANTHROPIC" if provider == "anthropic" else "OSW_GEMINI"
-        env = {f"{prefix}_UPSTREAM_BASE": f"http://{upstream}", f"{prefix}_UPSTREAM_TOKEN": UPSTREAM_SECRET}
-        gateway = [f"hcu.gateway.{provider}_proxy", "--port", str(gw_port)]
-    gateway_url = f"http://{BRIDGE}:{gw_port}"
-    gateway_argv = [sys.executable, "-m", *gateway, *common]
-    with _service(policy_argv, {}, work / "policy.log", f"http://{upstream}/healthz"), \
-            _service(gateway_argv, env, work / "gateway.log", f"{gateway_url}/healthz"):
-        yield gateway_url
 
 
 class Guest:

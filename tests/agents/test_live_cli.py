@@ -12,10 +12,12 @@ import uuid
 import pytest
 
 from hcu import REPO_ROOT
+from hcu.demo.stand_in import STAND_IN_TOKEN, scripted_stack
 from hcu.osworld.agents import get_adapter
 from hcu.osworld.agents.base import RESUME_PROMPT, AgentContext
+from hcu.osworld.defaults import AGENTS
 from tests.agents.conftest import ARTIFACTS, require_artifact
-from tests.agents.live import UPSTREAM_SECRET, desktop_container, policy_behind_gateway, prepare
+from tests.agents.live import desktop_container, prepare
 
 TASK = "Write the proof file for the live agent test."
 # Side calls that reach the gateway besides the policy's steps (Grok's session title).
@@ -45,22 +47,24 @@ def run_turn(guest, argv, plan, adapter, events_file):
     return adapter.parse_events(events), f"rc={rc}\nstderr: {stderr[-1500:]}\nevents: {events[-1500:]}"
 
 
-@pytest.mark.cli
+@pytest.mark.artifacts
 @pytest.mark.docker
 @pytest.mark.timeout(420)
 @pytest.mark.parametrize("agent", ["codex", "claude-code", "gemini-cli", "grok-build"])
 def test_real_cli_solves_through_computer_use(agent, tmp_path):
-    adapter = get_adapter(agent)
-    for name in adapter.artifacts:
+    adapter, defaults = get_adapter(agent), AGENTS[agent]
+    for name in defaults.artifacts:
         require_artifact(name)
     computer_use = require_artifact("computer-use")
     marker = f"hcu-{agent}-{uuid.uuid4().hex[:8]}"
     policies, steps = policy_file(tmp_path, marker)
     scope = f"live-{agent}.a1"
-    with policy_behind_gateway(adapter.provider, policies, tmp_path) as gateway_url, \
+    token_log = tmp_path / "gateway-tokens.jsonl"
+    with scripted_stack(agent, policies, token_log=token_log, max_model_calls=20, log_dir=tmp_path,
+                        rate_limit_max_wait=5) as stack, \
             desktop_container("test-agents", f"live-{agent}") as guest:
         ctx = AgentContext(
-            scope=scope, gateway_url=gateway_url, model=adapter.default_model, effort=adapter.default_effort,
+            scope=scope, gateway_url=stack.gateway_url, model=defaults.model, effort=defaults.effort,
             channels=["gui", "a11y", "keyboard"],
             base_instructions=(REPO_ROOT / "instructions" / "base.md").read_text(),
             profile_instructions=(REPO_ROOT / "instructions" / "hybrid.md").read_text(),
@@ -77,10 +81,10 @@ def test_real_cli_solves_through_computer_use(agent, tmp_path):
         assert outcome.tool_calls == REPORTED_TOOL_CALLS[agent][1], context
         _, proof, _ = guest.run(["cat", "/home/user/proof.txt"])
         assert proof.strip() == marker, f"the typed command did not run in the guest terminal\n{context}"
-        leak_check = (f"grep -rl {UPSTREAM_SECRET} /home/user /tmp 2>/dev/null; "
-                      f"cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n' | grep -c {UPSTREAM_SECRET}")
+        leak_check = (f"grep -rl {STAND_IN_TOKEN} /home/user /tmp 2>/dev/null; "
+                      f"cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n' | grep -c {STAND_IN_TOKEN}")
         _, found, _ = guest.run(["sh", "-c", leak_check])
         assert found.strip() == "0", f"the upstream credential reached the guest: {found}"
-    rows = [json.loads(line) for line in (tmp_path / "gateway-tokens.jsonl").read_text().splitlines()]
+    rows = [json.loads(line) for line in token_log.read_text().splitlines()]
     counted = [r for r in rows if r["task"] == scope and r["counted"]]
     assert len(counted) == steps + 1 + EXTRA_CALLS[agent], rows

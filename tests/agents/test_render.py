@@ -61,7 +61,7 @@ def test_claude_gets_screenshots_it_will_not_shrink(ctx, artifact_dir):
     assert "--max-screenshot-width" not in get_adapter("gemini-cli").plan(ctx, artifact_dir).mcp_server.args
 
 
-@pytest.mark.cli
+@pytest.mark.artifacts
 def test_codex_config(ctx, artifact_dir, secrets_in_env):
     require_artifact("codex")
     plan = get_adapter("codex").plan(ctx, artifact_dir)
@@ -85,7 +85,7 @@ def test_codex_config(ctx, artifact_dir, secrets_in_env):
     assert plan.resume_argv[1:4] == ["exec", "resume", "--last"]
 
 
-@pytest.mark.cli
+@pytest.mark.artifacts
 def test_codex_without_profile_has_no_agents_md(artifact_dir):
     require_artifact("codex")
     plan = get_adapter("codex").plan(make_context(profile_instructions=None), artifact_dir)
@@ -154,8 +154,8 @@ def test_grok_config_and_prompt_override(ctx, artifact_dir):
 
 
 def test_registry_defaults():
-    table = {n: (get_adapter(n).provider, get_adapter(n).default_model, get_adapter(n).default_effort,
-                 get_adapter(n).default_gateway_port) for n in AGENT_NAMES}
+    table = {n: (d.provider, d.model, d.effort, d.gateway_port) for n in AGENT_NAMES
+             for d in [get_adapter(n).defaults]}
     assert table == {
         "codex": ("openai", "gpt-5.5", "xhigh", 8611),
         "claude-code": ("anthropic", "claude-opus-5", "xhigh", 8537),

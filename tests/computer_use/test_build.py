@@ -7,6 +7,7 @@ import subprocess
 import zipfile
 from pathlib import Path
 
+import pytest
 from cu_desktop import build_artifact
 
 from hcu import REPO_ROOT
@@ -23,6 +24,8 @@ def build(out: Path) -> str:
     return proc.stdout
 
 
+@pytest.mark.network
+@pytest.mark.artifacts
 def test_rebuild_is_byte_identical_and_carries_both_abis(tmp_path: Path) -> None:
     reference = build_artifact()
     fresh = tmp_path / "computer-use"

@@ -8,7 +8,7 @@ from cu_desktop import GUEST_ARTIFACT, Desktop
 from hcu.osworld.attempt.mcp_probe import ProbeReport, docker_exec_runner, probe
 from hcu.osworld.errors import ProbeError
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.artifacts]
 
 GUEST_ENV = {"DISPLAY": ":0", "DBUS_SESSION_BUS_ADDRESS": "unix:path=/run/user/1000/bus"}
 

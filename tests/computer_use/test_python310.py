@@ -15,7 +15,7 @@ from mcp import types
 
 from hcu.computer_use.channels import tools_for
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.artifacts]
 
 GUEST_PY310 = "/opt/py310"
 

@@ -16,7 +16,7 @@ from PIL import Image, ImageChops
 from hcu.computer_use.channels import TOOLS_BY_CHANNEL, tools_for
 from hcu.computer_use.probe_client import initialize
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.artifacts]
 
 
 def image_of(result: types.CallToolResult) -> Image.Image:

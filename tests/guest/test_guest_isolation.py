@@ -8,7 +8,9 @@ import docker
 import pytest
 
 from hcu.osworld.attempt.identity import AttemptId
+from hcu.osworld.defaults import GUEST
 from hcu.osworld.guest.lifecycle import GuestSpec, remove_guest, start_guest
+from tests.session import unique_run_id
 
 pytestmark = pytest.mark.docker
 PROBE = ("import sys, urllib.request\n"
@@ -19,10 +21,11 @@ PROBE = ("import sys, urllib.request\n"
 
 
 def test_a_guest_cannot_reach_another_guests_api(tmp_path: Path) -> None:
-    spec = GuestSpec(kind="test-desktop", image="hcu-test-desktop:latest")
-    a = start_guest(spec, AttemptId(run_id="isolation", task_id="a", attempt=1), work_dir=tmp_path / "a")
+    spec = GuestSpec(kind="test-desktop", image=GUEST.test_desktop_image)
+    run_id = unique_run_id("isolation")
+    a = start_guest(spec, AttemptId(run_id=run_id, task_id="a", attempt=1), work_dir=tmp_path / "a")
     try:
-        b = start_guest(spec, AttemptId(run_id="isolation", task_id="b", attempt=1), work_dir=tmp_path / "b")
+        b = start_guest(spec, AttemptId(run_id=run_id, task_id="b", attempt=1), work_dir=tmp_path / "b")
         try:
             b_ip = docker.from_env().containers.get(b.container_id).attrs["NetworkSettings"]["IPAddress"]
             assert b.api.screenshot().startswith(b"\x89PNG"), "the host reaches guest b"

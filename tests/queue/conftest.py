@@ -18,13 +18,11 @@ import pytest
 
 from hcu.osworld.queue.config import load_config
 from hcu.osworld.queue.panel import run_queue
-from hcu.osworld.tasks import SHARED_TASKS_DIR
 
 HERE = Path(__file__).parent
 STANDIN = HERE / "standin_runner.py"
 DRIVER = HERE / "queue_driver.py"
 SLEEP_IMAGE = "hcu-queue-test-sleep:latest"
-SHARED_TASKS = SHARED_TASKS_DIR
 
 
 def _sleep_rootfs() -> bytes:

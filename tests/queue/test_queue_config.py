@@ -12,11 +12,10 @@ import pytest
 from hcu import REPO_ROOT
 from hcu.osworld.queue.config import ConfigError, load_config, parse_config, schema_text
 from hcu.osworld.queue.launch import runner_args
-from hcu.osworld.tasks import SHARED_TASKS_DIR
+from tests.official_tasks import OFFICIAL_TASKS
 
 EXAMPLE = REPO_ROOT / "configs" / "osworld-v1-codex-queue.example.json"
 SCHEMA = REPO_ROOT / "configs" / "schema" / "run-config.schema.json"
-SHARED_TASKS = SHARED_TASKS_DIR
 
 
 def config_at(tmp_path: Path, name: str = "my-run.json", **body):
@@ -63,7 +62,7 @@ def test_runner_args_carry_the_config_and_task_overrides(tmp_path: Path):
                        task_domain="chrome", max_model_calls=7)
     args = runner_args(config, config.tasks[1], 3, tmp_path / "r")
     joined = " ".join(args)
-    guest = "--task-domain os --test-desktop --volume-size 80 --ram-size 4G --client-password password"
+    guest = "--task-domain os --test-desktop hcu-test-desktop:latest --volume-size 80 --ram-size 4G"
     assert guest in joined
     assert args[args.index("--instructions-file") + 1] == ""
     for expected in ("--channels gui,keyboard", "--code-mode", "--offline-assets", "--attempt 3",
@@ -76,7 +75,8 @@ def test_runner_args_carry_the_config_and_task_overrides(tmp_path: Path):
     ({"tasks": [{"id": "a", "ram_size": 4}]}, "tasks[0].ram_size: Input should be a valid string"),
     ({"tasks": ["../escape"]}, "tasks[0].id: String should match pattern"),
     ({"tasks": []}, "tasks: List should have at least 1 item"),
-    ({"test_desktop": True}, "guest_image: expected a qcow2 path, or test_desktop instead"),
+    ({"test_desktop": True}, "guest_image: expected a qcow2 path, or the test desktop instead"),
+    ({"ram_size": "8192"}, "ram_size: String should match pattern"),
     ({"channels": ["gui", "gui"]}, "channels: a channel is listed twice"),
     ({"agent": "cursor"}, "agent: Input should be 'codex', 'claude-code', 'gemini-cli' or 'grok-build'"),
     ({"tasks": [{"id": "a", "sratum": "x"}]}, "tasks[0].sratum: unknown key"),
@@ -102,7 +102,7 @@ def test_shipped_schema_is_the_generated_one():
 def test_example_is_a_twenty_task_v1_panel_over_every_domain():
     config = load_config(EXAMPLE)
     assert (config.benchmark_version, config.agent, len(config.tasks)) == ("v1", "codex", 20)
-    index = orjson.loads((SHARED_TASKS / "test_all.json").read_bytes())
+    index = orjson.loads((OFFICIAL_TASKS / "test_all.json").read_bytes())
     assert {task.task_domain for task in config.tasks} == set(index)
     for task in config.tasks:
         assert task.id in index[task.task_domain], task.id
@@ -112,7 +112,8 @@ def test_example_is_a_twenty_task_v1_panel_over_every_domain():
 @pytest.mark.parametrize("channels, guide", [(None, "hybrid.md"), (["a11y", "keyboard"], "ax-only.md"),
                                              (["gui", "keyboard"], "gui-only.md")])
 def test_default_guide_follows_the_channels(tmp_path: Path, channels, guide: str):
-    assert config_at(tmp_path, channels=channels).instructions_file == str(REPO_ROOT / "instructions" / guide)
+    chosen = {"channels": channels} if channels else {}
+    assert config_at(tmp_path, **chosen).instructions_file == str(REPO_ROOT / "instructions" / guide)
 
 
 @pytest.mark.parametrize("change", [{}, {"guest_image": None, "test_desktop": True, "instructions_file": ""},

@@ -14,6 +14,8 @@ from hcu.osworld.queue.gate import GatewayMismatch, gateway_gate
 from hcu.osworld.queue.panel import run_queue
 from tests.queue.conftest import STANDIN
 
+pytestmark = pytest.mark.docker  # the queue lists its run's containers when it adopts
+
 TASKS = ["e0df059f-28a6-4169-924f-b9623e7184cc", "b3d4a89c-53f2-4d6b-8b6a-541fb5d205fa"]
 
 

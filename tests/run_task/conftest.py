@@ -15,6 +15,7 @@ from hcu import REPO_ROOT
 from hcu.demo.stand_in import scripted_stack
 from hcu.osworld.attempt.result import TaskResult
 from hcu.record_io import read_record
+from tests.session import unique_run_id
 
 TASKS_DIR = REPO_ROOT / "configs" / "demo-tasks"
 RENAME_TASK = "e0df059f-28a6-4169-924f-b9623e7184cc"
@@ -68,7 +69,7 @@ def run_task(tmp_path: Path) -> RunFn:
                 [sys.executable, "-m", "hcu.osworld.run_task", "--task-id", task_id, "--task-domain", "os",
                  "--tasks-dir", str(TASKS_DIR), "--test-desktop", *([image] if image else []),
                  "--agent", agent, "--max-model-calls", str(max_model_calls), "--token-log", str(token_log),
-                 "--gateway", stack.gateway_url, "--result-dir", str(result_dir), "--run-id", "e2e",
+                 "--gateway", stack.gateway_url, "--result-dir", str(result_dir), "--run-id", unique_run_id("e2e"),
                  "--timeout-seconds", "600", "--no-progress-seconds", "120", "--offline-assets", *extra_args],
                 capture_output=True, text=True, timeout=timeout, cwd=REPO_ROOT)
         log = proc.stdout + proc.stderr

@@ -11,7 +11,7 @@ import pytest
 
 from hcu import REPO_ROOT
 
-pytestmark = [pytest.mark.docker, pytest.mark.cli]
+pytestmark = [pytest.mark.docker, pytest.mark.artifacts]
 EXPECTED_SCORE = 0.75  # stated in README.md: 3 of the 4 demo tasks are solved by the scripted policy
 
 

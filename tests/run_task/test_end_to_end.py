@@ -16,7 +16,7 @@ from tests.run_task.conftest import (
     policy,
 )
 
-pytestmark = [pytest.mark.docker, pytest.mark.cli]
+pytestmark = [pytest.mark.docker, pytest.mark.artifacts]
 AGENTS = ["codex", "claude-code", "gemini-cli", "grok-build"]
 PHASES = ["load", "boot", "isolate", "upload", "setup", "probe", "agent", "evaluate", "collect", "cleanup"]
 

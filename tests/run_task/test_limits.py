@@ -8,7 +8,7 @@ import pytest
 from hcu.demo.stand_in import STAND_IN_TOKEN
 from tests.run_task.conftest import LOOK_STEPS, RENAME_MATCH, RENAME_STEPS, RENAME_TASK, RunFn, policy
 
-pytestmark = [pytest.mark.docker, pytest.mark.cli]
+pytestmark = [pytest.mark.docker, pytest.mark.artifacts]
 
 
 def test_budget_ends_the_task_after_exactly_n_counted_calls(run_task: RunFn) -> None:

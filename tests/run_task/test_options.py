@@ -8,7 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from hcu.osworld.attempt.options import parse_options
+from hcu.osworld.attempt.options import parse_options, parser
+from hcu.osworld.defaults import AGENTS, BENCHMARKS, GUEST
+from hcu.osworld.queue.config import RunConfig
+from hcu.osworld.settings import AttemptSettings
 
 
 def test_reference_flags_parse() -> None:
@@ -28,14 +31,34 @@ def test_guide_choice() -> None:
     assert parse_options(base + ["--channels", "gui,keyboard"]).guide_path().name == "gui-only.md"
     assert parse_options(base + ["--instructions-file", ""]).guide_path() is None
     coded = parse_options(base + ["--code-mode"])
-    assert coded.channels[-1] == "code" and coded.test_desktop == "hcu-test-desktop:latest"
+    assert coded.code_mode and coded.test_desktop is True
+    assert coded.resolved(Path.cwd(), lambda: "10.0.0.1").test_desktop == GUEST.test_desktop_image
+
+
+def test_resolved_options_fill_every_default_from_the_registries() -> None:
+    o = parse_options(["--task-id", "t", "--agent", "gemini-cli", "--guest-image", "img.qcow2",
+                       "--benchmark-version", "v2"]).resolved(Path("/base"), lambda: "10.0.0.1")
+    agent, version = AGENTS["gemini-cli"], BENCHMARKS["v2"]
+    assert (o.model, o.effort, o.gateway) == (agent.model, agent.effort, f"http://10.0.0.1:{agent.gateway_port}")
+    assert (o.client_password, o.volume_size) == (version.client_password, version.volume_size)
+    assert o.guest_image == Path("/base/img.qcow2") and o.agent_binary == o.artifact_dir / "gemini-cli.tgz"
+
+
+def test_flags_and_config_keys_come_from_the_same_fields() -> None:
+    """Every attempt setting is a run_task flag and a run config key, with one default."""
+    flags = {action.dest for action in parser()._actions}
+    assert set(AttemptSettings.model_fields) <= flags
+    assert set(AttemptSettings.model_fields) <= set(RunConfig.model_fields)
+    for name, field in AttemptSettings.model_fields.items():
+        assert RunConfig.model_fields[name].default == field.default, name
 
 
 @pytest.mark.parametrize("args, flag", [
     (["--agent", "codex"], "--guest-image"),
     (["--agent", "nope", "--test-desktop"], "--agent"),
     (["--agent", "codex", "--test-desktop", "--channels", "gui,mouse"], "--channels"),
-    (["--agent", "codex", "--test-desktop", "--max-model-calls", "0"], "--max-model-calls"),
+    (["--agent", "codex", "--test-desktop", "--max-model-calls", "-1"], "--max-model-calls"),
+    (["--agent", "codex", "--test-desktop", "--ram-size", "8192"], "--ram-size"),
 ])
 def test_bad_flags_are_one_line_exit_2(args: list[str], flag: str, tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "hcu.osworld.run_task", "--task-id", "t", *args],

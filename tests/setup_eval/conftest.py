@@ -13,9 +13,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from hcu.osworld.tasks import SHARED_TASKS_DIR
+from tests.official_tasks import OFFICIAL_TASKS
 
-OFFICIAL_TASKS = SHARED_TASKS_DIR
 TEST_DESKTOP_IMAGE = "hcu-test-desktop:latest"
 GUEST_PASSWORD = "hcu-Pw-7q2x9"
 """Distinctive, so a test can tell whether it leaked into records or logs."""
@@ -34,10 +33,6 @@ def write_task(tasks_dir: Path, domain: str, task: dict) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(orjson.dumps(task, option=orjson.OPT_INDENT_2))
     return path
-
-
-def official_task(official: Path, domain: str, task_id: str) -> dict:
-    return orjson.loads((official / "examples" / domain / f"{task_id}.json").read_bytes())
 
 
 class AssetServer:

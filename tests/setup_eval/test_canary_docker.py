@@ -12,8 +12,9 @@ import pytest
 
 from hcu import REPO_ROOT
 from hcu.osworld.osworld_bridge.assets import cache_path
+from tests.official_tasks import OFFICIAL_TASKS, official_task
 
-from .conftest import OFFICIAL_TASKS, TEST_DESKTOP_IMAGE, official_task
+from .conftest import TEST_DESKTOP_IMAGE
 
 PHOTOS_TASK = "23393935-50c7-4a86-aeea-2b78fd089c5c"  # five Hugging Face downloads, then check_moved_jpgs
 
@@ -57,7 +58,7 @@ def test_canary_passes_and_the_untouched_state_scores_zero(
     assert code == 0 and report["status"] == "passed", report.get("error") or stderr
     assert [s["name"] for s in report["readiness"]][-1] == "sudo works"
     assert all(s["ok"] and s["duration_sec"] >= 0 for s in report["readiness"])
-    task = official_task(official_tasks, "os", task_id)
+    task = official_task("os", task_id)
     assert [s["type"] for s in report["setup_steps"]] == [c["type"] for c in task["config"]]
     assert all(s["ok"] and s["error"] is None for s in report["setup_steps"])
     assert report["evaluator"]["score"] == 0.0
@@ -72,7 +73,7 @@ def test_downloads_fill_the_cache_once_and_the_second_run_makes_no_request(
 ) -> None:
     """The task's Hugging Face URLs are served by a loopback mirror (`--asset-mirror`, the documented way to
     fill the cache from a copy of it); the cache is keyed by the original URLs."""
-    task = official_task(official_tasks, "os", PHOTOS_TASK)
+    task = official_task("os", PHOTOS_TASK)
     downloads = [step for step in task["config"] if step["type"] == "download"]
     urls = [f["url"] for step in downloads for f in step["parameters"]["files"]]
     assert len(urls) == 5
@@ -96,7 +97,7 @@ def test_downloads_fill_the_cache_once_and_the_second_run_makes_no_request(
 def test_offline_assets_with_an_empty_cache_fail_with_one_line(
     official_tasks: Path, tmp_path: Path, asset_server, fake_jpeg: bytes
 ) -> None:
-    task = official_task(official_tasks, "os", PHOTOS_TASK)
+    task = official_task("os", PHOTOS_TASK)
     first_download = next(step for step in task["config"] if step["type"] == "download")
     first_url = first_download["parameters"]["files"][0]["url"]
     asset_server.put(first_url, fake_jpeg)
@@ -122,15 +123,15 @@ def test_offline_assets_with_an_empty_cache_fail_with_one_line(
 @pytest.mark.parametrize(
     ("argv", "expected"),
     [
-        (["--task-id", "x", "--test-desktop", "--result-dir", "r"], "--benchmark-version"),
+        (["--test-desktop", "--result-dir", "r"], "--task-id"),
         (["--benchmark-version", "v3", "--task-id", "x", "--test-desktop", "--result-dir", "r"],
-         "invalid choice"),
+         "--benchmark-version: Input should be 'v1' or 'v2'"),
         (["--benchmark-version", "v1", "--task-id", "x", "--result-dir", "r"],
-         "--guest-image --test-desktop"),
+         "--guest-image: expected a qcow2 path, or the test desktop"),
         (["--benchmark-version", "v1", "--task-id", "x", "--guest-image", "/nonexistent.qcow2",
           "--result-dir", "r"], "--guest-image: /nonexistent.qcow2 is not a file"),
         (["--benchmark-version", "v1", "--task-id", "x", "--test-desktop", "--volume-size", "0",
-          "--result-dir", "r"], "--volume-size: expected a positive number"),
+          "--result-dir", "r"], "--volume-size: Input should be greater than or equal to 1"),
         (["--benchmark-version", "v1", "--task-id", "no-such-task", "--test-desktop", "--tasks-dir",
           str(OFFICIAL_TASKS), "--result-dir", "r"], "task no-such-task not found"),
     ],
@@ -188,7 +189,7 @@ def test_a_checkout_with_the_overlay_installed_runs_setup_from_the_asset_cache(
         capture_output=True, text=True, timeout=60,
     )
     assert installed.returncode == 0, installed.stderr
-    task = official_task(official_tasks, "os", PHOTOS_TASK)
+    task = official_task("os", PHOTOS_TASK)
     assets = tmp_path / "assets"
     for step in task["config"]:
         for f in step["parameters"].get("files", []):

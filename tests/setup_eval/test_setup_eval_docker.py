@@ -13,8 +13,9 @@ from hcu.osworld.errors import EvaluatorError, SetupError
 from hcu.osworld.osworld_bridge.evaluate import evaluate
 from hcu.osworld.osworld_bridge.setup import SetupStepError, run_setup
 from hcu.osworld.tasks import load_task
+from tests.official_tasks import official_task
 
-from .conftest import GUEST_PASSWORD, official_task, write_task
+from .conftest import GUEST_PASSWORD, write_task
 
 pytestmark = pytest.mark.docker
 
@@ -58,7 +59,7 @@ def test_infeasible_task_scores_one_only_when_the_agent_said_fail(
 def test_an_evaluator_crash_is_an_evaluator_error_not_a_zero(
     test_desktop_guest, official_tasks: Path, tmp_path: Path
 ) -> None:
-    raw = official_task(official_tasks, "os", RENAME_TASK)
+    raw = official_task("os", RENAME_TASK)
     raw["evaluator"]["expected"] = {"type": "rule"}  # get_rule reads config["rules"]: KeyError inside OSWorld
     write_task(tmp_path / "tasks", "os", raw)
     task = load_task("v1", RENAME_TASK, tasks_dir=tmp_path / "tasks")
@@ -70,7 +71,7 @@ def test_an_evaluator_crash_is_an_evaluator_error_not_a_zero(
 def test_an_unknown_metric_is_an_evaluator_error(
     test_desktop_guest, official_tasks: Path, tmp_path: Path
 ) -> None:
-    raw = official_task(official_tasks, "os", RENAME_TASK)
+    raw = official_task("os", RENAME_TASK)
     raw["evaluator"]["func"] = "check_play_and_exit"  # a newer task file's metric, absent from 1.0.2
     write_task(tmp_path / "tasks", "os", raw)
     task = load_task("v1", RENAME_TASK, tasks_dir=tmp_path / "tasks")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hcu.osworld.tasks import TaskError, benchmark_defaults, load_task
+from hcu.osworld.tasks import TaskError, load_task
 
 from .conftest import write_task
 
@@ -86,10 +86,3 @@ def test_v2_task_classes_are_looked_up_in_the_checkout_and_never_fetched(
             load_task("v2", "001")
     finally:
         osworld_code.desktop_env_dir.cache_clear()
-
-
-def test_benchmark_defaults() -> None:
-    assert benchmark_defaults("v1") == ("password", 64)
-    assert benchmark_defaults("v2") == ("osworld-public-evaluation", 100)
-    with pytest.raises(TaskError, match="benchmark_version"):
-        benchmark_defaults("v3")  # type: ignore[arg-type]

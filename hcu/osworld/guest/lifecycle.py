@@ -22,7 +22,7 @@ from docker.models.containers import Container
 from pydantic import BaseModel, ConfigDict, Field
 
 from hcu.osworld.attempt.identity import AttemptId
-from hcu.osworld.defaults import GUEST
+from hcu.osworld.defaults import BENCHMARKS, GUEST
 from hcu.osworld.guest import overlay as overlays
 from hcu.osworld.guest import ports as port_leases
 from hcu.osworld.guest import readiness
@@ -48,10 +48,10 @@ class GuestSpec(BaseModel):
     """qcow2 path (qemu) or docker image reference (test-desktop)."""
     docker_image: str = GUEST.qemu_docker_image
     """The QEMU container image for kind=qemu."""
-    volume_size_gb: int = Field(ge=1)
+    volume_size_gb: int = Field(default=BENCHMARKS["v1"].volume_size, ge=1)
     ram_size: str = Field(default=GUEST.ram_size, pattern=SIZE)
     cpu_cores: int = Field(default=GUEST.cpu_cores, ge=1)
-    client_password: str
+    client_password: str = BENCHMARKS["v1"].client_password
 
     def __repr_args__(self) -> Any:  # keep the sudo password out of reprs and logs
         return [(k, "***" if k == "client_password" else v) for k, v in super().__repr_args__()]

@@ -1,0 +1,17 @@
+"""Every test session is hermetic: its own hcu state directory (port leases, overlay registry) instead of the
+user's, and run ids unique to the session, so two sessions (or a session and a real run) on one host never
+share a lease, a container name or a gateway scope."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+import pytest
+
+from hcu.osworld.guest.state_dir import STATE_DIR_ENV
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Set before any test (or subprocess it starts) asks for the state directory; children inherit it.
+    os.environ[STATE_DIR_ENV] = tempfile.mkdtemp(prefix="hcu-test-state-")
