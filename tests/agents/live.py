@@ -16,6 +16,7 @@ import docker
 from hcu.osworld.agents.base import AgentContext, AgentPlan
 from hcu.osworld.attempt.identity import AttemptId
 from hcu.osworld.defaults import GUEST
+from tests.session import unique_run_id
 
 IMAGE = GUEST.test_desktop_image
 GUEST_UID = 1000
@@ -75,7 +76,7 @@ def desktop_container(run_id: str, task_id: str) -> Iterator[Guest]:
         client.images.get(IMAGE)
     except docker.errors.ImageNotFound:
         raise AssertionError(f"the test desktop image {IMAGE} is missing: run `make test-desktop`") from None
-    labels = AttemptId(run_id=run_id, task_id=task_id, attempt=1).labels()
+    labels = AttemptId(run_id=unique_run_id(run_id), task_id=task_id, attempt=1).labels()
     container = client.containers.run(IMAGE, detach=True, labels=labels)
     try:
         deadline = time.monotonic() + 60

@@ -17,6 +17,7 @@ from mcp import Client, StdioServerParameters
 
 from hcu import REPO_ROOT
 from hcu.osworld.attempt.identity import AttemptId
+from tests.session import unique_run_id
 
 IMAGE = "hcu-test-desktop:latest"
 ARTIFACT = REPO_ROOT / "artifacts" / "computer-use"
@@ -129,7 +130,7 @@ def start_desktop(run_id: str, **run_kwargs) -> Desktop:
         client.images.get(IMAGE)
     except docker.errors.ImageNotFound:
         pytest.fail(f"the test desktop image {IMAGE} is missing: run `make test-desktop`")
-    labels = AttemptId(run_id=run_id, task_id="computer-use", attempt=1).labels()
+    labels = AttemptId(run_id=unique_run_id(run_id), task_id="computer-use", attempt=1).labels()
     container = client.containers.run(IMAGE, detach=True, network_mode="none", labels=labels, **run_kwargs)
     desktop = Desktop(container)
     try:

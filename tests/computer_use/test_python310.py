@@ -1,7 +1,9 @@
 """The same artifact on CPython 3.10 (the official Ubuntu 22.04 guest's python3), inside the test desktop.
 
-The test desktop is Debian bookworm like this host, so pyenv's 3.10 build runs in it when mounted. Its
-system pyatspi is built for 3.11, so on 3.10 the a11y tools must fail cleanly while gui and keyboard work.
+No Debian release ships CPython 3.10, so this test needs one from outside Debian's packages: `$HCU_PYTHON310`
+(an install prefix), else pyenv's newest 3.10 build; it prints which one it used. The test desktop is Debian
+bookworm, so such a build runs in it when mounted. Its system pyatspi is built for 3.11, so on 3.10 the a11y
+tools must fail cleanly while gui and keyboard work.
 """
 
 from __future__ import annotations
@@ -15,18 +17,24 @@ from mcp import types
 
 from hcu.computer_use.channels import tools_for
 
-pytestmark = [pytest.mark.docker, pytest.mark.artifacts]
+pytestmark = [pytest.mark.docker, pytest.mark.artifacts, pytest.mark.python310]
 
 GUEST_PY310 = "/opt/py310"
 
 
 def host_python310() -> str:
+    """The install prefix of a CPython 3.10 on this host."""
+    configured = os.environ.get("HCU_PYTHON310")
+    if configured:
+        return configured
     builds = sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.10.*")))
-    assert builds, "no CPython 3.10 under ~/.pyenv/versions (pyenv install 3.10)"
+    assert builds, "no CPython 3.10: set HCU_PYTHON310 to a 3.10 install prefix (or pyenv install 3.10)"
     return builds[-1]
 
 
-async def test_artifact_serves_on_python310() -> None:
+async def test_artifact_serves_on_python310(capsys: pytest.CaptureFixture[str]) -> None:
+    with capsys.disabled():
+        print(f"\n[computer-use on CPython 3.10] interpreter: {host_python310()}/bin/python3.10")
     desktop = start_desktop("test_python310", volumes={host_python310(): {"bind": GUEST_PY310, "mode": "ro"}},
                             environment={"LD_LIBRARY_PATH": f"{GUEST_PY310}/lib"})
     try:

@@ -27,12 +27,13 @@ import requests
 
 from hcu import REPO_ROOT
 from hcu.osworld.attempt.identity import AttemptId
+from tests.session import unique_run_id
 
 pytestmark = pytest.mark.docker
 
 IMAGE = "hcu-test-desktop:latest"
 BUILD_SCRIPT = Path(REPO_ROOT) / "scripts" / "test-desktop" / "build.sh"
-RUN_ID = "test-desktop-tests"
+RUN_ID = unique_run_id("test-desktop-tests")
 PASSWORD = "pw-" + uuid.uuid4().hex[:8]
 IMAGE_BUDGET_BYTES = 800_000_000
 HTTP_TIMEOUT_S = 30

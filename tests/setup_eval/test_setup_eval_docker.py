@@ -117,7 +117,7 @@ def test_each_step_has_a_deadline(test_desktop_guest, tmp_path: Path) -> None:
     with pytest.raises(SetupStepError, match=r"setup step 0 \(sleep\) exceeded its 1 s deadline") as caught:
         run_setup(test_desktop_guest, task, osworld_cache_dir=tmp_path / "c", asset_cache=None,
                   offline_assets=True, step_deadline_sec=1)
-    assert caught.value.records[0].duration_sec < 5
+    assert not caught.value.records[0].ok
 
 
 def rule(value: object) -> dict:

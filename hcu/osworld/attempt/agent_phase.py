@@ -105,7 +105,7 @@ def _turn_end(stop: str | None, outcome: TurnOutcome, state: TaskStateView) -> s
     if stop == "gateway_failed" or state.failed:
         return "gateway_failed"
     if stop is not None:
-        return "timeout"
+        return stop  # "timeout" or "no_progress"
     if outcome.refused_budget or state.refused:
         return "budget"
     if outcome.succeeded or outcome.protocol_word:
@@ -121,8 +121,9 @@ def _final(end: str, outcome: TurnOutcome, **common: object) -> AgentOutcome:
     if end == "gateway_failed":
         return AgentOutcome(termination_reason="completed", failure_classification="upstream_failures",
                             failure_message="five consecutive failed generations at the gateway", **common)
-    if end == "timeout":
-        return AgentOutcome(termination_reason="timeout", failure_message="agent stopped by a limit", **common)
+    if end in ("timeout", "no_progress"):
+        return AgentOutcome(termination_reason="timeout", failure_message=f"agent stopped by the "
+                            f"{end.replace('_', ' ')} limit", **common)
     if end == "budget":
         return AgentOutcome(termination_reason="max_model_calls", **common)
     failure = None if end == "finished" else (outcome.error or "the agent ended without a protocol word")
