@@ -48,8 +48,12 @@ def test_platform_cursor_and_desktop_path(desktop_guest: Guest) -> None:
 
 
 def test_accessibility_tree_lists_the_test_app(desktop_guest: Guest) -> None:
-    tree = get(desktop_guest, "/accessibility").json()["AT"]
-    assert tree.startswith("<desktop-frame") and "HCU Test App" in tree
+    """The app registers with AT-SPI on its own schedule after the desktop is painted: poll for it."""
+    def tree() -> str | None:
+        text = get(desktop_guest, "/accessibility").json()["AT"]
+        return text if "HCU Test App" in text else None
+
+    assert str(wait_for(tree, what="the test app in the accessibility tree")).startswith("<desktop-frame")
 
 
 def test_list_directory(desktop_guest: Guest) -> None:
