@@ -244,8 +244,6 @@ def test_dead_guest_fails_fast(
         api = guest.api
         calls = [
             api.screenshot,
-            api.platform,
-            api.accessibility,
             api.screen_size,
             lambda: api.file("/etc/hosts"),
             lambda: api.execute(["true"]),
