@@ -15,14 +15,18 @@ log = logging.getLogger("hcu.run_task")
 class PhaseLog:
     """The phases of one attempt, in order, with a callback so progress is visible while it runs."""
 
-    def __init__(self, attempt_id: str, on_change: Callable[[str], None] | None = None) -> None:
+    def __init__(self, attempt_id: str, on_change: Callable[[str], None] | None = None,
+                 admit: Callable[[str], None] | None = None) -> None:
         self.attempt_id = attempt_id
         self.phases: list[PhaseTiming] = []
         self.current: str | None = None
         self._on_change = on_change
+        self._admit = admit  # waits until the node admits the phase (queue/admission.py); not phase time
 
     @contextmanager
     def phase(self, name: str) -> Iterator[None]:
+        if self._admit:
+            self._admit(name)
         started = time.time()
         self.current = name
         log.info("[%s] phase %s: start", self.attempt_id, name)

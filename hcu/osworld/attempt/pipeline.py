@@ -35,6 +35,7 @@ from hcu.osworld.guest.bridge import bridge_address
 from hcu.osworld.guest.lifecycle import Guest, GuestSpec, remove_guest, start_guest
 from hcu.osworld.osworld_bridge.evaluate import evaluate
 from hcu.osworld.osworld_bridge.setup import run_setup
+from hcu.osworld.queue.admission import admission_from_env
 from hcu.osworld.settings import INSTRUCTIONS
 from hcu.osworld.tasks import load_task
 from hcu.record_io import write_atomic, write_json, write_record
@@ -58,7 +59,7 @@ def run_task(opts: RunTaskOptions) -> TaskResult:
     write_record(result_dir / "attempt.json",
                  lease_for_this_process(attempt.run_id, attempt.task_id, attempt.attempt, result_dir))
     phases = PhaseLog(str(attempt), on_change=lambda name: write_json(
-        result_dir / "progress.json", {"phase": name, "since": time.time()}))
+        result_dir / "progress.json", {"phase": name, "since": time.time()}), admit=admission_from_env())
     run = _Attempt(opts, attempt, result_dir, phases)
     started = time.time()
     result = TaskResult(status="error", attempt_id=str(attempt), run_id=attempt.run_id, task_id=attempt.task_id,

@@ -13,16 +13,18 @@ import argparse
 import re
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import orjson
-from pydantic import BeforeValidator, Field, ValidationError, field_validator
+from pydantic import BeforeValidator, Field, ValidationError, field_validator, model_validator
 
 from hcu import REPO_ROOT
 from hcu.osworld.settings import SAFE_NAME, SIZE, AttemptSettings, Settings, absolute, describe_error
 
-TUNABLE_KEYS = frozenset({"max_active_tasks", "launch_stagger_seconds"})
+TUNABLE_KEYS = frozenset({"max_active_tasks", "launch_stagger_seconds", "expected_durations_from"})
 """Keys a resumed run may change; any other difference means a different run."""
+TUNABLE_RAY_KEYS = frozenset({"address"})
+"""Keys of `ray` a resumed run may change (a restarted cluster has a new address; its nodes are the same)."""
 
 DOCKER_BRIDGE_FALLBACK = "172.17.0.1"
 """Docker's usual bridge address, used when the engine cannot be asked (a dry run on a machine without one)."""
@@ -51,7 +53,66 @@ class TaskSpec(Settings):
 TaskEntry = Annotated[TaskSpec, BeforeValidator(_task_from_id, json_schema_input_type=str | TaskSpec)]
 
 
-class RunConfig(AttemptSettings):
+HCU_GATEWAY_FLAGS = frozenset({"--host", "--port", "--ports", "--out", "--max-requests-per-task",
+                               "--upstream-token"})
+"""Gateway flags hcu fills on each node (the token from upstream_token_env)."""
+
+
+class NodeGateway(Settings):
+    """The gateway every Ray node starts for the run on its own Docker bridge: the agent's gateway module with
+    these upstream flags; hcu adds --host (the node's bridge address), the port, --out (the node's token log)
+    and --max-requests-per-task (max_model_calls). Credentials never go here: a node's gateway finds them in
+    that node's environment."""
+
+    upstream_args: list[str] = Field(min_length=1)
+    """The gateway's upstream flags, e.g. ["--upstreams", "host", "--upstream-kind", "azure"]."""
+    upstream_token_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    """The environment variable on each node whose value is passed as --upstream-token (OpenAI kind)."""
+    rate_limit_max_wait: float = Field(default=300.0, ge=0)
+
+    def refused_flag(self) -> str | None:
+        """A flag hcu sets itself on each node, if upstream_args has one (checked after validation, so the
+        error never echoes the value: it could be a token)."""
+        for arg in self.upstream_args:
+            flag = arg.split("=", 1)[0]
+            if flag in HCU_GATEWAY_FLAGS:
+                return flag
+        return None
+
+
+class RaySettings(Settings):
+    """Where and how the ray executor runs attempts (see README "Scale-out on Ray")."""
+
+    address: str = Field(min_length=1)
+    """The cluster to join: "auto" (the cluster this machine belongs to) or the head's GCS host:port."""
+    namespace: str = Field(default="hcu", pattern=SAFE_NAME)
+    """Ray namespace of the run's detached actors (attempts and node agents)."""
+    slot_resource: str = Field(default="hcu_guest_slot", pattern=SAFE_NAME)
+    """The custom resource a node advertises once per guest it can run (`ray start --resources`)."""
+    node_gateway: NodeGateway | None = None
+    """How each node starts the run's gateway; without it every node's guests use `gateway` (which must
+    then be reachable from every node's guests)."""
+    shared_dir: Path | None = None
+    """A directory mounted at the same path on every node and the head: nodes write attempts and token logs
+    there and the head moves them into the run directory; default: they come back through Ray."""
+
+
+class ExecutorKeys(Settings):
+    """Panel keys of the executor, apart from the attempt settings."""
+
+    executor: Literal["local", "ray"] = "local"
+    """local: this host's Docker engine (no Ray needed); ray: attempts on the nodes of a Ray cluster."""
+    ray: RaySettings | None = None
+    """Required with executor "ray"."""
+
+    @model_validator(mode="after")
+    def _ray_when_ray(self) -> ExecutorKeys:
+        if (self.executor == "ray") != (self.ray is not None):
+            raise ValueError("ray: expected the ray settings exactly when executor is \"ray\"")
+        return self
+
+
+class RunConfig(ExecutorKeys, AttemptSettings):
     """A panel run: the attempt settings its tasks share, plus the panel's own keys (OSWORLD.md "Run a
     panel"). Paths are relative to the config file."""
 
@@ -60,11 +121,15 @@ class RunConfig(AttemptSettings):
     tasks: list[TaskEntry] = Field(min_length=1)
     """Task ids, or objects with id and optional task_domain, volume_size, ram_size, stratum."""
     max_active_tasks: int = Field(default=1, ge=1)
+    """Attempts running at once; with executor ray, also at most the guest slots the live nodes advertise."""
     launch_stagger_seconds: float = Field(default=10.0, ge=0)
     results_dir: Path | None = None
     """Where run directories go; default runs/ in this checkout."""
     scripted_model: bool = False
     """True when a scripted upstream stands in for the model: the score measures the harness, not a model."""
+    expected_durations_from: list[Path] | None = None
+    """Earlier run directories whose result.json durations order launches, longest expected first; default:
+    every other run in results_dir with the same benchmark_version; [] keeps the config's order."""
 
     @field_validator("tasks")
     @classmethod
@@ -84,9 +149,17 @@ class RunConfig(AttemptSettings):
     def domain_of(self, task: TaskSpec) -> str | None:
         return task.task_domain or self.task_domain
 
+    @property
+    def node_gateways(self) -> bool:
+        """True when each Ray node starts the run's gateway (then `gateway` stays unset)."""
+        return self.ray is not None and self.ray.node_gateway is not None
+
     def comparable(self) -> dict[str, Any]:
         """The resolved config minus the keys a resumed run may change."""
-        return self.model_dump(mode="json", exclude=set(TUNABLE_KEYS))
+        exclude: dict[str, Any] = dict.fromkeys(TUNABLE_KEYS, True)
+        if self.ray is not None:
+            exclude["ray"] = set(TUNABLE_RAY_KEYS)
+        return self.model_dump(mode="json", exclude=exclude)
 
 
 def docker_bridge_address() -> str:
@@ -105,8 +178,17 @@ def resolve(config: RunConfig, config_path: Path) -> RunConfig:
     run_id = config.run_id or config_path.stem
     results_dir = absolute(base, config.results_dir or REPO_ROOT / "runs")
     token_log = absolute(base, config.token_log or results_dir / run_id / "gateway-tokens.jsonl")
-    panel = config.model_copy(update={"run_id": run_id, "results_dir": results_dir, "token_log": token_log})
-    return panel.resolved(base, docker_bridge_address)
+    durations = [absolute(base, path) for path in config.expected_durations_from or []]
+    panel = config.model_copy(update={
+        "run_id": run_id, "results_dir": results_dir, "token_log": token_log,
+        "expected_durations_from": None if config.expected_durations_from is None else durations})
+    if config.ray is not None and config.ray.shared_dir is not None:
+        panel.ray = config.ray.model_copy(update={"shared_dir": absolute(base, config.ray.shared_dir)})
+    if not config.node_gateways:
+        return panel.resolved(base, docker_bridge_address)
+    resolved = panel.resolved(base, lambda: DOCKER_BRIDGE_FALLBACK)
+    resolved.gateway = None  # each node fills in its own
+    return resolved
 
 
 def parse_config(data: object, config_path: Path) -> RunConfig:
@@ -115,6 +197,13 @@ def parse_config(data: object, config_path: Path) -> RunConfig:
         config = RunConfig.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(f"{config_path}: {describe_error(exc)}") from None
+    flag = config.ray.node_gateway.refused_flag() if config.ray and config.ray.node_gateway else None
+    if flag is not None:
+        raise ConfigError(f"{config_path}: ray.node_gateway.upstream_args: {flag} is set by hcu on each node "
+                          "(a token: name its environment variable in upstream_token_env)")
+    if config.node_gateways and config.gateway is not None:
+        raise ConfigError(f"{config_path}: gateway: not used with ray.node_gateway (each node starts its own "
+                          "gateway on its own bridge); leave it out")
     if config.run_id is None and not re.fullmatch(SAFE_NAME, config_path.stem):
         raise ConfigError(f"{config_path}: run_id: expected letters, digits, '.', '_' or '-' "
                           f"(the file name {config_path.stem!r} cannot be one)")
