@@ -39,6 +39,7 @@ POLICIES: dict[str, ErrorPolicy] = {
     "probe": ErrorPolicy(infrastructure=True, retry=True),
     "upstream_rate_limit": ErrorPolicy(infrastructure=True, retry=True, pause_launches_sec=300.0),
     "interrupted": ErrorPolicy(infrastructure=True, retry=True),
+    "node_lost": ErrorPolicy(infrastructure=True, retry=True),  # the attempt's Ray node died or was drained
     "upstream_failures": ErrorPolicy(infrastructure=False, retry=False),
     "agent": ErrorPolicy(infrastructure=False, retry=False),
     "evaluator": ErrorPolicy(infrastructure=False, retry=False),

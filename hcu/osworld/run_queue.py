@@ -33,7 +33,8 @@ def main(argv: list[str] | None = None) -> int:
                 raise QueueRefused(f"{config.run_dir / 'config.json'}: the real run would be refused (see above)")
             return 0
         signal.signal(signal.SIGTERM, _stop_on_sigterm)
-        states = run_queue(config, poll_interval_sec=args.poll_seconds, gate=gateway_gate(config))
+        gate = gateway_gate(config) if config.executor == "local" else None  # Ray nodes check their own
+        states = run_queue(config, poll_interval_sec=args.poll_seconds, gate=gate)
     except (ConfigError, QueueRefused, ManifestMismatch, GatewayMismatch) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

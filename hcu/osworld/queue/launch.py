@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from hcu import REPO_ROOT
@@ -28,7 +28,8 @@ def runner_args(config: RunConfig, task: TaskSpec, attempt: int, result_dir: Pat
             "--attempt", str(attempt), "--result-dir", str(result_dir)]
 
 
-def spawn(command: Sequence[str], log_path: Path, attempt: int) -> subprocess.Popen[bytes]:
+def spawn(command: Sequence[str], log_path: Path, attempt: int, *, env: Mapping[str, str] | None = None,
+          preexec_fn: Callable[[], None] | None = None) -> subprocess.Popen[bytes]:
     """Start the runner in its own session, so stopping the queue (even Ctrl-C on its terminal) leaves it
     running. Its output is appended to the task log, one header per attempt, so no earlier output is lost."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -37,4 +38,4 @@ def spawn(command: Sequence[str], log_path: Path, attempt: int) -> subprocess.Po
                   .encode())
         log.flush()
         return subprocess.Popen(list(command), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True, cwd=REPO_ROOT)
+                                start_new_session=True, cwd=REPO_ROOT, env=env, preexec_fn=preexec_fn)

@@ -40,6 +40,20 @@ class Start(BaseModel):
     gateway_health: dict[str, Any]
 
 
+class NodeInfo(BaseModel):
+    """A node that ran attempts of the run."""
+
+    name: str
+    """The Ray node's label hcu/node, else <address>-<node id prefix>; the hostname for the local executor."""
+    host: str
+    address: str | None = None
+    ray_node_id: str | None = None
+    slots: float | None = None
+    """Guest slots the node advertised."""
+    caps: dict[str, int | None] = {}
+    """Its caps on concurrent boot+setup, agent and evaluation phases (None: no cap beyond its slots)."""
+
+
 class Manifest(Record):
     run_id: str
     config_sha256: str
@@ -50,6 +64,10 @@ class Manifest(Record):
     artifacts: dict[str, Any]
     retry_policy: str = RETRY_POLICY
     starts: list[Start] = []
+    nodes: dict[str, NodeInfo] = {}
+    """Every node that ran an attempt of this run, by name."""
+    attempt_nodes: dict[str, str] = {}
+    """Attempt id (run/task/attempt) -> the name of the node it ran on."""
 
     def pins(self) -> dict[str, Any]:
         return {"config_sha256": self.config_sha256, "task_files": self.task_files,
@@ -160,6 +178,8 @@ def artifact_identities(config: RunConfig, cache_path: Path) -> dict[str, Any]:
 
 def gateway_health(gateway: str | None) -> dict[str, Any]:
     """The gateway's /healthz answer, or the error that stopped us getting it."""
+    if gateway is None:
+        return {"per_node": "each Ray node starts the run's gateway on its own bridge"}
     url = f"{gateway}/healthz"
     try:
         response = requests.get(url, timeout=HEALTHZ_TIMEOUT_SEC)
@@ -213,3 +233,12 @@ def record_start(config: RunConfig) -> Manifest:
                                 gateway_health=gateway_health(config.gateway)))
     write_record(path, current)
     return current
+
+
+def record_nodes(run_dir: Path, attempt_nodes: dict[str, str], nodes: dict[str, NodeInfo]) -> None:
+    """Add where attempts ran to manifest.json (the queue holds the run lock, so it is the only writer)."""
+    path = run_dir / "manifest.json"
+    manifest = Manifest.model_validate(orjson.loads(path.read_bytes()))
+    manifest.attempt_nodes.update(attempt_nodes)
+    manifest.nodes.update({name: nodes[name] for name in set(attempt_nodes.values()) if name in nodes})
+    write_record(path, manifest)

@@ -1,20 +1,21 @@
 """The panel queue behind `python -m hcu.osworld.run_queue`: run a panel, resumably.
 
-The queue keeps `max_active_tasks` runner processes going, `launch_stagger_seconds` apart. Everything it
-decides is derived from the run directory (see queue_state), so stopping it at any moment (Ctrl-C, SIGTERM,
-kill -9) loses nothing: the runners run on in their own sessions, and the next start adopts the live ones,
-keeps finished results and sets interrupted attempts aside under retries/ before running them again.
+The queue keeps `max_active_tasks` attempts going (on the executor the config names, executor.py),
+`launch_stagger_seconds` apart, longest expected first (order.py). Everything it decides is derived from the
+run directory (see state.py), so stopping it at any moment (Ctrl-C, SIGTERM, kill -9) loses nothing: the
+attempts run on (runner processes in their own sessions, or detached Ray actors), and the next start adopts the
+live ones, keeps finished results and sets interrupted or lost attempts aside under retries/ before running
+them again.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from subprocess import Popen
 
 import orjson
 from filelock import FileLock, Timeout
@@ -23,19 +24,19 @@ from pydantic import ValidationError
 from hcu.osworld.attempt.identity import AttemptId
 from hcu.osworld.errors import policy_for
 from hcu.osworld.queue.config import RunConfig
-from hcu.osworld.queue.containers import cleanup_attempt, run_attempts_with_containers
+from hcu.osworld.queue.executor import Executor, Lost, QueueRefused, make_executor
 from hcu.osworld.queue.gate import LaunchGate
-from hcu.osworld.queue.launch import RUN_TASK, runner_args, spawn
-from hcu.osworld.queue.manifest import record_start
-from hcu.osworld.queue.state import RetryNote, TaskView, read_retry_notes, runs_attempt, scan_task
+from hcu.osworld.queue.launch import RUN_TASK, runner_args
+from hcu.osworld.queue.manifest import record_nodes, record_start
+from hcu.osworld.queue.order import LaunchQueue, expected_durations
+from hcu.osworld.queue.state import RetryNote, TaskView, read_retry_notes, scan_task
 from hcu.osworld.queue.status import ActiveAttempt, Finish, StatusView, render
 from hcu.record_io import write_atomic, write_json, write_record
 
 DEFAULT_POLL_SEC = 5.0
+STATUS_INTERVAL_SEC = 1.0
 
-
-class QueueRefused(Exception):
-    """The queue will not run on this directory; the message says why in one line."""
+__all__ = ["DEFAULT_POLL_SEC", "QueueRefused", "config_difference", "describe_plan", "run_queue", "run_lock"]
 
 
 @contextmanager
@@ -78,49 +79,52 @@ def store_config(config: RunConfig) -> None:
 class PanelQueue:
     """The launch loop over one run directory (the caller holds the run lock)."""
 
-    def __init__(self, config: RunConfig, runner: Sequence[str], poll_interval_sec: float,
+    def __init__(self, config: RunConfig, executor: Executor, poll_interval_sec: float,
                  gate: LaunchGate | None = None) -> None:
-        self.config, self.runner, self.poll_interval_sec = config, list(runner), poll_interval_sec
+        self.config, self.executor, self.poll_interval_sec = config, executor, poll_interval_sec
         self.gate, self.held = gate, ""
         self.run_dir = config.run_dir
         self.specs = {task.id: task for task in config.tasks}
-        self.pending: deque[str] = deque()
+        self.pending = LaunchQueue(list(self.specs), expected_durations(config))
         self.active: dict[str, ActiveAttempt] = {}
-        self.children: dict[str, Popen[bytes]] = {}
         self.final: dict[str, str] = {}
         self.finishes: list[Finish] = []
         notes = read_retry_notes(self.run_dir)
         self.retries = [f"{name}: {note.failure_classification if note else 'no retry.json'}"
                         for name, note in notes.items()]
-        self.last_launch = 0.0
+        self.last_launch = self.last_status = 0.0
         self.pause_until = max((n.moved_at + n.pause_launches_sec for n in notes.values() if n), default=0.0)
+        self.recorded_nodes: dict[str, str] = {}
 
     def run(self) -> dict[str, str]:
-        self._event("start", pid=os.getpid())
+        self._event("start", pid=os.getpid(), executor=self.executor.name)
         try:
             self._adopt()
             while self.pending or self.active:
                 self._reap()
                 self._launch_due()
+                self._record_nodes()
                 self._write_status(self.held)
                 if self.pending or self.active:
                     time.sleep(self.poll_interval_sec)
         except BaseException:
             self._write_status(f"Queue stopped; {len(self.active)} attempts keep running and are adopted "
-                               "by the next start.")
+                               "by the next start.", force=True)
             self._event("stop", active=sorted(self.active))
+            self.executor.close(run_done=False)
             raise
-        self._write_status("All tasks final.")
-        self._event("done", states=dict(Counter(self.final.values())))
+        removed = self.executor.sweep(set())
+        self._event("done", states=dict(Counter(self.final.values())), leftovers_removed=removed)
+        self.executor.close(run_done=True)
+        self._write_status("All tasks final.", force=True)
         return dict(self.final)
 
     def _adopt(self) -> None:
-        """Take over what the last queue left: live attempts, finished results, dead attempts, containers."""
+        """Take over what the last queue left: live attempts, finished results, dead attempts, leftovers."""
         for task in self.config.tasks:
             self._take(scan_task(self.run_dir, task.id))
         live = {(task_id, active.attempt) for task_id, active in self.active.items()}
-        for task_id, attempt in sorted(run_attempts_with_containers(str(self.config.run_id)) - live):
-            cleanup_attempt(AttemptId(run_id=str(self.config.run_id), task_id=task_id, attempt=attempt))
+        for task_id, attempt in self.executor.sweep(live):
             self._event("orphan_containers_removed", task_id=task_id, attempt=attempt)
 
     def _take(self, view: TaskView) -> None:
@@ -128,14 +132,15 @@ class PanelQueue:
         if view.state in ("finished", "exhausted"):
             self.final[view.task_id] = view.state
         elif view.state == "pending":
-            self.pending.append(view.task_id)
-        elif view.state == "active":
-            assert view.pid is not None
-            started = view.lease.started_at if view.lease else time.time()
-            self.last_launch = max(self.last_launch, started)  # the stagger holds across restarts
-            self.active[view.task_id] = ActiveAttempt(view.task_id, view.attempt, view.pid, started, True,
-                                                      self._result_dir(view.task_id))
-            self._event("adopt", task_id=view.task_id, attempt=view.attempt, pid=view.pid)
+            self.pending.push(view.task_id)
+        elif view.state in ("active", "placed"):
+            taken = self.executor.adopt(view)
+            if isinstance(taken, Lost):
+                self._set_aside(view, taken.classification, taken.reason)
+                return
+            self.last_launch = max(self.last_launch, taken.started_at)  # the stagger holds across restarts
+            self.active[view.task_id] = taken
+            self._event("adopt", task_id=view.task_id, attempt=view.attempt, pid=taken.pid, node=taken.node)
         elif view.state == "foreign":
             assert view.lease is not None
             raise QueueRefused(f"{self._result_dir(view.task_id)}: attempt {view.attempt} is leased by host "
@@ -159,59 +164,81 @@ class PanelQueue:
         log = self.run_dir / "logs" / f"{view.task_id}.log"
         if log.exists():
             os.rename(log, self.run_dir / "retries" / name / "runner.log")
-        cleanup_attempt(AttemptId(run_id=str(self.config.run_id), task_id=view.task_id, attempt=view.attempt))
+        node = view.placement.node if view.placement else None
+        self.executor.remove_leftovers(self._attempt_id(view.task_id, view.attempt), node)
         self.pause_until = max(self.pause_until, note.moved_at + pause)
         self.retries.append(f"{name}: {classification}")
-        self._event("set_aside", task_id=view.task_id, attempt=view.attempt, classification=classification)
+        self._event("set_aside", task_id=view.task_id, attempt=view.attempt, classification=classification,
+                    node=node)
         self._take(scan_task(self.run_dir, view.task_id))
 
     def _reap(self) -> None:
-        for task_id, active in list(self.active.items()):
-            child = self.children.get(task_id)
-            alive = child.poll() is None if child else runs_attempt(active.pid, active.result_dir)
-            if alive:
-                continue
-            del self.active[task_id]
-            self.children.pop(task_id, None)
+        for task_id in self.executor.stopped(list(self.active.values())):
+            active = self.active.pop(task_id)
+            lost = self.executor.settle(active)
             view = scan_task(self.run_dir, task_id)
-            outcome = {"infra_failed": "set aside", "interrupted": "set aside (interrupted)",
-                       "exhausted": "out of attempts"}.get(view.state, view.state)
+            if lost is not None and view.result is None:
+                outcome = f"set aside ({lost.classification})"
+            else:
+                outcome = {"infra_failed": "set aside", "interrupted": "set aside (interrupted)",
+                           "exhausted": "out of attempts"}.get(view.state, view.state)
             self.finishes.append(Finish(task_id, active.attempt, outcome, time.time(),
                                         time.time() - active.started_at))
-            self._event("exit", task_id=task_id, attempt=active.attempt, state=view.state)
+            self._event("exit", task_id=task_id, attempt=active.attempt, state=view.state, node=active.node)
             if view.state in ("finished", "exhausted"):  # a runner killed after its result leaves containers
-                cleanup_attempt(AttemptId(run_id=str(self.config.run_id), task_id=task_id,
-                                          attempt=active.attempt))
-            self._take(view)
+                self.executor.remove_leftovers(self._attempt_id(task_id, active.attempt), active.node)
+            if lost is not None and view.result is None:
+                self._set_aside(view, lost.classification, lost.reason)
+            else:
+                self._take(view)
 
     def _launch_due(self) -> None:
         config = self.config
         checked, self.held = False, ""
-        while (self.pending and len(self.active) < config.max_active_tasks and time.time() >= self.pause_until
+        while (self.pending and len(self.active) < self._slots() and time.time() >= self.pause_until
                and time.time() - self.last_launch >= config.launch_stagger_seconds):
             if self.gate and not checked:
                 self.held, checked = self.gate() or "", True
                 if self.held:
                     self._event("held", reason=self.held)
                     return
-            self._launch(self.pending.popleft())
+            self._launch(self.pending.pop())
+
+    def _slots(self) -> int:
+        capacity = self.executor.capacity()
+        return self.config.max_active_tasks if capacity is None else min(capacity, self.config.max_active_tasks)
 
     def _launch(self, task_id: str) -> None:
         view = scan_task(self.run_dir, task_id)
         result_dir = self._result_dir(task_id)
         result_dir.mkdir(parents=True, exist_ok=True)
-        command = self.runner + runner_args(self.config, self.specs[task_id], view.attempt, result_dir)
-        child = spawn(command, self.run_dir / "logs" / f"{task_id}.log", view.attempt)
-        self.last_launch = time.time()
-        self.active[task_id] = ActiveAttempt(task_id, view.attempt, child.pid, self.last_launch, False,
-                                             result_dir)
-        self.children[task_id] = child
-        self._event("launch", task_id=task_id, attempt=view.attempt, pid=child.pid)
+        active = self.executor.launch(self.specs[task_id], view.attempt, result_dir)
+        self.last_launch = active.started_at
+        self.active[task_id] = active
+        self._event("launch", task_id=task_id, attempt=view.attempt, pid=active.pid, node=active.node)
+
+    def _record_nodes(self) -> None:
+        """manifest.json names the node of every attempt, once it is known."""
+        new = {}
+        for task_id, active in self.active.items():
+            attempt_id = str(self._attempt_id(task_id, active.attempt))
+            if active.node is not None and self.recorded_nodes.get(attempt_id) != active.node:
+                new[attempt_id] = active.node
+        if new:
+            record_nodes(self.run_dir, new, self.executor.nodes())
+            self.recorded_nodes.update(new)
+
+    def _attempt_id(self, task_id: str, attempt: int) -> AttemptId:
+        return AttemptId(run_id=str(self.config.run_id), task_id=task_id, attempt=attempt)
 
     def _result_dir(self, task_id: str) -> Path:
         return self.run_dir / "tasks" / task_id
 
-    def _write_status(self, note: str) -> None:
+    def _write_status(self, note: str, force: bool = False) -> None:
+        """Rewritten at most once a second (a poll can be much faster), and always when the queue stops."""
+        if not force and time.time() - self.last_status < STATUS_INTERVAL_SEC:
+            return
+        self.last_status = time.time()
         states = Counter(self.final.values())
         states.update(pending=len(self.pending), active=len(self.active))
         view = StatusView(run_id=str(self.config.run_id), max_active_tasks=self.config.max_active_tasks,
@@ -227,14 +254,32 @@ class PanelQueue:
             f.write(orjson.dumps({"at": time.time(), "event": event, **fields}) + b"\n")
 
 
-def run_queue(config: RunConfig, *, runner: Sequence[str] = RUN_TASK,
-              poll_interval_sec: float = DEFAULT_POLL_SEC, gate: LaunchGate | None = None) -> dict[str, str]:
+def run_queue(config: RunConfig, *, runner: Sequence[str] | None = None,
+              poll_interval_sec: float = DEFAULT_POLL_SEC, gate: LaunchGate | None = None,
+              executor: Executor | None = None) -> dict[str, str]:
     """Run (or resume) the panel until every task is final; returns task id -> "finished" | "exhausted".
-    `gate` holds launches (e.g. `queue_gate.gateway_gate(config)`: while the gateway is down)."""
+    `gate` holds launches (e.g. `queue_gate.gateway_gate(config)`: while the gateway is down); `runner`
+    replaces run_task (tests), `executor` the one the config names (benchmarks)."""
     with run_lock(config.run_dir):
         store_config(config)
         record_start(config)
-        return PanelQueue(config, runner, poll_interval_sec, gate).run()
+        return PanelQueue(config, executor or make_executor(config, runner), poll_interval_sec, gate).run()
+
+
+def executor_plan(config: RunConfig) -> list[str]:
+    if config.ray is None:
+        return ["executor: local (this host's Docker engine)"]
+    lines = [f"executor: ray (cluster {config.ray.address}, namespace {config.ray.namespace}, one "
+             f"{config.ray.slot_resource} per attempt; results back through "
+             f"{config.ray.shared_dir or 'Ray'})"]
+    if config.ray.node_gateway is not None:
+        from hcu.osworld.queue.node_gateway import gateway_command  # no Ray needed to describe it
+
+        token_env = config.ray.node_gateway.upstream_token_env
+        argv = gateway_command(config, "<node bridge>", 0, Path("<node token log>"),
+                               f"${token_env}" if token_env else None)
+        lines.append("gateway: each node starts " + " ".join(argv[1:]).replace(" 0 ", " <free port> "))
+    return lines
 
 
 def describe_plan(config: RunConfig) -> str:
@@ -243,20 +288,27 @@ def describe_plan(config: RunConfig) -> str:
     lines = [f"run directory: {config.run_dir}",
              "config: new run" if changed is None else
              ("config: matches the stored config.json (resume)" if not changed else
-              f"config: REFUSED, {', '.join(changed)} differ from the stored config.json"),
-             f"gateway: {config.gateway}",
-             f"gateway flags: --out {config.token_log} --max-requests-per-task {config.max_model_calls}"]
+              f"config: REFUSED, {', '.join(changed)} differ from the stored config.json")]
+    if not config.node_gateways:
+        lines += [f"gateway: {config.gateway}",
+                  f"gateway flags: --out {config.token_log} --max-requests-per-task {config.max_model_calls}"]
     for key in ("guest_image", "test_desktop", "tasks_dir", "results_dir", "token_log", "artifact_dir",
                 "asset_cache", "agent_binary", "mcp_binary", "instructions_file", "base_instructions_file"):
         value = getattr(config, key)
         checked = key not in ("test_desktop", "results_dir", "token_log") and value not in (None, "")
         missing = checked and not Path(str(value)).exists()
         lines.append(f"{key}: {value}{'  (missing)' if missing else ''}")
-    launches = []
+    lines += executor_plan(config)
+    expected = expected_durations(config)
+    order = LaunchQueue([task.id for task in config.tasks], expected)
     for task in config.tasks:
-        view = scan_task(config.run_dir, task.id)
-        launches.append(f"  {task.id}  {config.domain_of(task) or '-'}  {view.state}  attempt {view.attempt}")
-    lines += [f"tasks ({len(config.tasks)}; state and the attempt that would run):", *launches]
+        order.push(task.id)
+    launches = []
+    for task_id in (order.pop() for _ in config.tasks):
+        view, task = scan_task(config.run_dir, task_id), next(t for t in config.tasks if t.id == task_id)
+        known = f"  expected {expected[task_id]:.0f}s" if task_id in expected else ""
+        launches.append(f"  {task_id}  {config.domain_of(task) or '-'}  {view.state}  attempt {view.attempt}{known}")
+    lines += [f"tasks ({len(config.tasks)}, in launch order; state and the attempt that would run):", *launches]
     first = config.tasks[0]
     argv = runner_args(config, first, 1, config.run_dir / "tasks" / first.id)
     lines.append("runner command (first task): " + " ".join([*RUN_TASK, *argv]))

@@ -2,7 +2,8 @@
 
 A task's current attempt lives in `tasks/<task-id>/`; earlier attempts that infrastructure cut short live in
 `retries/<task-id>-<n>/`. The runner writes `attempt.json` (an `AttemptLease`) before anything else; the
-lease names the process, so a new queue can tell a live attempt (adopt it) from a dead one (retry it).
+lease names the process, so a new queue can tell a live attempt (adopt it) from a dead one (retry it). An
+attempt on a Ray node has `placement.json` instead, naming its detached actor; the executor tells.
 """
 
 from __future__ import annotations
@@ -21,8 +22,27 @@ from hcu.osworld.attempt.result import TaskResult, result_if_readable
 from hcu.osworld.errors import MAX_ATTEMPTS, policy_for
 from hcu.record_io import Record, read_record
 
-TaskState = Literal["pending", "active", "finished", "interrupted", "infra_failed", "exhausted", "foreign"]
-"""foreign: leased by a runner on another host, whose process this host cannot see."""
+TaskState = Literal["pending", "active", "placed", "finished", "interrupted", "infra_failed", "exhausted",
+                    "foreign"]
+"""placed: started by the ray executor (the executor tells live from lost); foreign: leased by a runner on
+another host, whose process this host cannot see."""
+
+
+class Placement(Record):
+    """placement.json in `tasks/<task-id>/`: an attempt the ray executor runs as a detached actor. Written
+    before the actor exists, so a restarted queue finds it by name; updated once its node is known."""
+
+    attempt_id: str
+    task_id: str
+    attempt: int
+    actor_name: str
+    namespace: str
+    launched_at: float
+    node: str | None = None
+    """The node's name (manifest.json's nodes); None until the actor started there."""
+    ray_node_id: str | None = None
+    runner_pid: int | None = None
+    """The runner's process on that node."""
 
 
 class RetryNote(Record):
@@ -48,6 +68,7 @@ class TaskView:
     lease: AttemptLease | None = None
     result: TaskResult | None = None
     pid: int | None = None
+    placement: Placement | None = None
 
 
 def runs_attempt(pid: int, result_dir: Path) -> bool:
@@ -93,6 +114,13 @@ def read_lease(path: Path) -> AttemptLease | None:
         return None
 
 
+def read_placement(task_dir: Path) -> Placement | None:
+    try:
+        return read_record(task_dir / "placement.json", Placement)
+    except (FileNotFoundError, orjson.JSONDecodeError, ValidationError):
+        return None
+
+
 def scan_task(run_dir: Path, task_id: str) -> TaskView:
     """Classify one task from its directories and, for a live attempt, its process."""
     used = retry_numbers(run_dir, task_id)
@@ -109,6 +137,10 @@ def scan_task(run_dir: Path, task_id: str) -> TaskView:
             view.state = "finished"
         else:  # the last allowed attempt stays in tasks/, unscored
             view.state = "infra_failed" if attempt < MAX_ATTEMPTS else "exhausted"
+        return view
+    view.placement = read_placement(task_dir)
+    if view.placement is not None:
+        view.state = "placed"
         return view
     view.lease = read_lease(task_dir / "attempt.json")
     if view.lease is not None and view.lease.host != current_host():

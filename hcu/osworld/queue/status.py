@@ -20,6 +20,8 @@ class ActiveAttempt:
     started_at: float
     adopted: bool
     result_dir: Path
+    node: str | None = None
+    """Where it runs (the host, or the Ray node once placed)."""
 
 
 @dataclass
@@ -79,12 +81,13 @@ def render(view: StatusView, now: float | None = None) -> str:
     lines += ["", f"Launches paused for rate limits: {_age(pause)} more." if pause > 0 else
               "Launches not paused.", f"ETA: {'unknown' if eta is None else _age(eta)}.", "",
               f"## Active ({len(view.active)} of {view.max_active_tasks})", "",
-              "| task | attempt | pid | phase | in phase | age | adopted |", "|---|---|---|---|---|---|---|"]
+              "| task | attempt | pid | phase | in phase | age | adopted | node |", "|---|---|---|---|---|---|---|---|"]
     for active in sorted(view.active, key=lambda a: a.started_at):
         phase, since = read_phase(active.result_dir)
         in_phase = "" if since is None else _age(now - since)
         lines.append(f"| {active.task_id} | {active.attempt} | {active.pid} | {phase} | {in_phase} | "
-                     f"{_age(now - active.started_at)} | {'yes' if active.adopted else ''} |")
+                     f"{_age(now - active.started_at)} | {'yes' if active.adopted else ''} | "
+                     f"{active.node or 'placing'} |")
     lines += ["", "## Recent finishes", "", "| task | attempt | outcome | duration |", "|---|---|---|---|"]
     for finish in view.finishes[-RECENT_FINISHES:][::-1]:
         took = "" if finish.duration_sec is None else _age(finish.duration_sec)

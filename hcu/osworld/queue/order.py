@@ -1,0 +1,71 @@
+"""Launch order: the longest expected attempt first, so a run does not end waiting on one long task that
+happened to start last (longest-processing-time-first keeps the tail short on many slots).
+
+Expected durations come from earlier runs' result.json files (`expected_durations_from`; by default every other
+run in results_dir with the same benchmark_version): a task's median over attempts that ran to an outcome
+(infrastructure failures say nothing about how long the task takes). A task no earlier run has seen is
+expected to take the median of the known ones; with nothing known, the config's order stands.
+"""
+
+from __future__ import annotations
+
+import heapq
+import statistics
+from pathlib import Path
+
+import orjson
+
+from hcu.osworld.attempt.result import result_if_readable
+from hcu.osworld.errors import policy_for
+from hcu.osworld.queue.config import RunConfig
+
+
+def earlier_runs(config: RunConfig) -> list[Path]:
+    """The run directories whose results give expected durations."""
+    if config.expected_durations_from is not None:
+        return list(config.expected_durations_from)
+    assert config.results_dir is not None
+    found = []
+    for config_path in sorted(config.results_dir.glob("*/config.json")):
+        if config_path.parent == config.run_dir:
+            continue
+        try:
+            version = orjson.loads(config_path.read_bytes()).get("benchmark_version")
+        except (OSError, orjson.JSONDecodeError, AttributeError):
+            continue
+        if version == config.benchmark_version:
+            found.append(config_path.parent)
+    return found
+
+
+def expected_durations(config: RunConfig) -> dict[str, float]:
+    """Task id -> expected seconds, for the config's tasks that earlier runs finished."""
+    wanted = {task.id for task in config.tasks}
+    seen: dict[str, list[float]] = {}
+    for run_dir in earlier_runs(config):
+        for task_id in wanted:
+            result = result_if_readable(run_dir / "tasks" / task_id / "result.json")
+            if result is None or result.duration_sec is None:
+                continue
+            policy = policy_for(result.failure_classification)
+            if policy is None or not policy.infrastructure:
+                seen.setdefault(task_id, []).append(result.duration_sec)
+    return {task_id: statistics.median(durations) for task_id, durations in seen.items()}
+
+
+class LaunchQueue:
+    """Pending tasks, longest expected first; ties (and a run with nothing known) keep the config's order."""
+
+    def __init__(self, task_ids: list[str], expected: dict[str, float]) -> None:
+        fallback = statistics.median(expected.values()) if expected else 0.0
+        self._key = {task_id: (-expected.get(task_id, fallback), index) for index, task_id in enumerate(task_ids)}
+        self._heap: list[tuple[tuple[float, int], str]] = []
+
+    def push(self, task_id: str) -> None:
+        heapq.heappush(self._heap, (self._key[task_id], task_id))
+
+    def pop(self) -> str:
+        return heapq.heappop(self._heap)[1]
+
+    def __len__(self) -> int:
+        return len(self._heap)
