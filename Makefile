@@ -15,7 +15,7 @@ setup: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml requirements-osworld.txt
 	$(PY) -m venv $(VENV)
 	$(VPY) -m pip install -q --upgrade pip
-	$(VPY) -m pip install -q -e '.[test]'
+	$(VPY) -m pip install -q -e '.[test,ray]'
 	$(VPY) -m pip install -q -r requirements-osworld.txt
 	$(VPY) -m pip install -q --no-deps desktop-env==1.0.2
 	touch $@

@@ -18,6 +18,9 @@ import pytest
 
 from hcu.osworld.queue.config import load_config
 from hcu.osworld.queue.panel import run_queue
+from tests.queue.ray_cluster import TestCluster, ray_environment, start_cluster
+
+ray_environment()  # before anything imports Ray: it reads these once, at import
 
 HERE = Path(__file__).parent
 STANDIN = HERE / "standin_runner.py"
@@ -67,7 +70,8 @@ class Panel:
         self.config_path.write_bytes(orjson.dumps(data))
 
     def run(self) -> dict[str, str]:
-        return run_queue(self.config, runner=[sys.executable, str(STANDIN)], poll_interval_sec=0.05)
+        runner = [sys.executable, str(STANDIN), "--scenario", str(self.scenario_path)]
+        return run_queue(self.config, runner=runner, poll_interval_sec=0.05)
 
     def start(self) -> subprocess.Popen[bytes]:
         return subprocess.Popen([sys.executable, str(DRIVER), str(self.config_path)], stderr=subprocess.PIPE)
@@ -87,11 +91,12 @@ def make_panel(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """A panel config and scenario in tmp_path; the gateway points at a closed loopback port."""
 
     def make(task_ids: list[str], *, outcomes: dict[str, list[dict]] | None = None, image: str | None = None,
-             sleep_sec: tuple[float, float] = (0.2, 0.6), **config: Any) -> Panel:
+             sleep_sec: tuple[float, float] = (0.2, 0.6), phases: dict[str, tuple[float, float]] | None = None,
+             **config: Any) -> Panel:
         events = tmp_path / "standin-events.jsonl"
         scenario = tmp_path / "scenario.json"
         scenario.write_bytes(orjson.dumps({"sleep_sec": sleep_sec, "image": image, "events": str(events),
-                                           "outcomes": outcomes or {}}))
+                                           "outcomes": outcomes or {}, "phases": phases}))
         monkeypatch.setenv("HCU_STANDIN_SCENARIO", str(scenario))
         body = {"run_id": f"qtest-{uuid.uuid4().hex[:8]}", "benchmark_version": "v1", "agent": "codex",
                 "tasks": task_ids, "test_desktop": "none:latest",
@@ -109,3 +114,27 @@ def containers_of():
     """Every container, running or not, labelled with a run id."""
     client = docker.from_env(timeout=60)
     return lambda run_id: client.containers.list(all=True, filters={"label": f"hcu.run_id={run_id}"})
+
+
+@pytest.fixture(scope="session")
+def ray_cluster():
+    """One local Ray cluster for the session (head + node-a + node-b), shut down at its end; the test
+    process joins it as a driver too, so the tests can look at the cluster's actors."""
+    cluster = start_cluster()
+    import ray
+
+    ray.init(address=cluster.address, namespace="hcu", log_to_driver=False, logging_level="WARNING")
+    yield cluster
+    ray.shutdown()
+    cluster.cluster.shutdown()
+
+
+@pytest.fixture
+def ray_panel(make_panel, ray_cluster: TestCluster):
+    """A panel on the session's Ray cluster (executor ray), with the stand-in runner."""
+
+    def make(task_ids: list[str], *, ray: dict[str, Any] | None = None, **kwargs: Any) -> Panel:
+        settings = {"address": ray_cluster.address, **(ray or {})}
+        return make_panel(task_ids, executor="ray", ray=settings, **kwargs)
+
+    return make

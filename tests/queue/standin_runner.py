@@ -14,8 +14,10 @@ HCU_STANDIN_SCENARIO):
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import random
+import sys
 import time
 from pathlib import Path
 
@@ -42,6 +44,7 @@ def main() -> None:
     parser.add_argument("--attempt", type=int, required=True)
     parser.add_argument("--scenario", default=os.environ.get("HCU_STANDIN_SCENARIO"))
     args, _ = parser.parse_known_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stdout)
     scenario = orjson.loads(Path(args.scenario).read_bytes())
     result_dir = Path(args.result_dir)
     write_record(result_dir / "attempt.json",

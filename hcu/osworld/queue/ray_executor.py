@@ -1,0 +1,292 @@
+"""The ray executor: each attempt a detached Ray actor (ray_node.AttemptRunner) on a node advertising guest
+slots, its results brought home into the same run directory as the local executor's (merge.py).
+
+- Launch: placement.json is written first, then the actor named by the attempt id is created with one slot
+  resource and the SPREAD strategy (boots spread over nodes and their per-node caps). The queue launches no
+  more attempts than the live nodes advertise slots, so every actor is placed at once.
+- Progress: one long-polled `status` call per attempt at a time; its phase is mirrored to progress.json.
+- Finish: collect, merge, discard the node's copy, kill the actor (freeing the slot).
+- Faults: an actor that dies on a node Ray declared dead is `node_lost` (infrastructure, retried elsewhere);
+  one that dies on a live node is `interrupted`. A restarted queue finds live attempts by name and adopts
+  them; an actor whose attempt is no longer the task's current one is killed, and every live node's agent
+  removes containers whose attempt is gone. A dead node's own containers die with it (or see README).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import socket
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import ray
+from ray.exceptions import ActorUnavailableError, GetTimeoutError, RayActorError, RayError
+from ray.util import list_named_actors
+
+from hcu.osworld.attempt.identity import AttemptId
+from hcu.osworld.queue.admission import NodeCaps
+from hcu.osworld.queue.config import RunConfig, TaskSpec
+from hcu.osworld.queue.executor import Lost, QueueRefused
+from hcu.osworld.queue.launch import RUN_TASK
+from hcu.osworld.queue.manifest import NodeInfo
+from hcu.osworld.queue.merge import append_log, append_rows, merged_scopes, unpack_into
+from hcu.osworld.queue.node_gateway import NodeGatewayError
+from hcu.osworld.queue.ray_node import AttemptRunner, attempt_actor_name, node_agent
+from hcu.osworld.queue.state import Placement, TaskView
+from hcu.osworld.queue.status import ActiveAttempt
+from hcu.record_io import write_json, write_record
+
+STATUS_WAIT_SEC = 5.0
+"""How long one status call waits on the node for the runner to exit (the head's poll is not slowed by it)."""
+CALL_TIMEOUT_SEC = 120.0
+CONNECT_TIMEOUT_SEC = 5.0
+NODES_REFRESH_SEC = 2.0
+
+
+@functools.cache
+def _actor_class(cls: type) -> Any:
+    return ray.remote(cls)
+
+
+def gcs_unreachable(address: str) -> str | None:
+    """Why the head's GCS at host:port cannot be reached (None: it answers, or "auto" leaves it to Ray);
+    ray.init itself retries an unreachable address for many minutes."""
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        return None
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_SEC).close()
+    except OSError as exc:
+        return exc.strerror or type(exc).__name__
+    return None
+
+
+@dataclass
+class _Remote:
+    """The head's handle on one attempt actor."""
+
+    actor: Any
+    placement: Placement
+    task_dir: Path
+    start_ref: Any = None
+    status_ref: Any = None
+    exit_code: int | None = None
+    ended: Lost | None = None
+    """Set when the actor died or could not start the runner (the classification is decided at settle)."""
+    progress: dict[str, Any] = field(default_factory=dict)
+
+
+class RayExecutor:
+    name = "ray"
+
+    def __init__(self, config: RunConfig, runner: Sequence[str] | None) -> None:
+        assert config.ray is not None
+        self.config, self.settings = config, config.ray
+        self.runner = None if runner is None or list(runner) == list(RUN_TASK) else list(runner)
+        self.owns_connection = not ray.is_initialized()  # a caller already connected keeps its connection
+        if self.owns_connection and (unreachable := gcs_unreachable(self.settings.address)):
+            raise QueueRefused(f"ray.address: cannot reach the Ray cluster at {self.settings.address} "
+                               f"({unreachable})")
+        try:
+            if self.owns_connection:
+                ray.init(address=self.settings.address, namespace=self.settings.namespace, log_to_driver=False,
+                         logging_level=logging.WARNING)
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            raise QueueRefused(f"ray.address: cannot join the Ray cluster at {self.settings.address} "
+                               f"({type(exc).__name__})") from None
+        self.remotes: dict[str, _Remote] = {}
+        self.known: dict[str, NodeInfo] = {}
+        self.merged = merged_scopes(config.token_log) if config.node_gateways else set()
+        self._nodes: list[dict[str, Any]] = []
+        self._nodes_at = 0.0
+        for node in self._live_slot_nodes():  # refuse bad node settings before anything starts
+            try:
+                NodeCaps.from_labels(node.get("Labels") or {})
+            except ValueError as exc:
+                raise QueueRefused(f"Ray node {node['NodeManagerAddress']} ({node['NodeID'][:8]}): {exc}") from None
+
+    # Capacity and nodes ---------------------------------------------------------------------------------------
+
+    def _cluster_nodes(self) -> list[dict[str, Any]]:
+        if time.monotonic() - self._nodes_at >= NODES_REFRESH_SEC:
+            self._nodes, self._nodes_at = ray.nodes(), time.monotonic()
+        return self._nodes
+
+    def _live_slot_nodes(self) -> list[dict[str, Any]]:
+        return [n for n in self._cluster_nodes() if n["Alive"] and n["Resources"].get(self.settings.slot_resource)]
+
+    def _node_alive(self, ray_node_id: str) -> bool:
+        self._nodes_at = 0.0  # a death is being judged: ask the cluster now
+        return any(n["NodeID"] == ray_node_id and n["Alive"] for n in self._cluster_nodes())
+
+    def capacity(self) -> int | None:
+        return int(sum(n["Resources"][self.settings.slot_resource] for n in self._live_slot_nodes()))
+
+    def nodes(self) -> dict[str, NodeInfo]:
+        return dict(self.known)
+
+    # Attempts -------------------------------------------------------------------------------------------------
+
+    def launch(self, task: TaskSpec, attempt: int, task_dir: Path) -> ActiveAttempt:
+        attempt_id = AttemptId(run_id=str(self.config.run_id), task_id=task.id, attempt=attempt)
+        placement = Placement(attempt_id=str(attempt_id), task_id=task.id, attempt=attempt,
+                              actor_name=attempt_actor_name(attempt_id), namespace=self.settings.namespace,
+                              launched_at=time.time())
+        write_record(task_dir / "placement.json", placement)  # before the actor: a restart finds it by name
+        config_json = self.config.model_copy(update={"tasks": [task]}).model_dump_json()
+        actor = _actor_class(AttemptRunner).options(
+            name=placement.actor_name, namespace=self.settings.namespace, lifetime="detached", num_cpus=0,
+            resources={self.settings.slot_resource: 1}, max_restarts=0, max_task_retries=0,
+            scheduling_strategy="SPREAD",
+        ).remote(config_json, task.id, attempt, self.runner)
+        self.remotes[task.id] = _Remote(actor, placement, task_dir, start_ref=actor.start.remote())
+        return ActiveAttempt(task.id, attempt, 0, placement.launched_at, False, task_dir, None)
+
+    def adopt(self, view: TaskView) -> ActiveAttempt | Lost:
+        task_dir = self.config.run_dir / "tasks" / view.task_id
+        if view.placement is None:
+            raise QueueRefused(f"{task_dir}: attempt {view.attempt} runs as a local process; run the queue with "
+                               "the config that started it")
+        placement = view.placement
+        try:
+            actor = ray.get_actor(placement.actor_name, namespace=placement.namespace)
+        except ValueError:
+            return self._lost(placement, "its actor is gone")
+        self.remotes[view.task_id] = _Remote(actor, placement, task_dir, start_ref=actor.start.remote())
+        return ActiveAttempt(view.task_id, view.attempt, placement.runner_pid or 0, placement.launched_at, True,
+                             task_dir, placement.node)
+
+    def stopped(self, active: Iterable[ActiveAttempt]) -> list[str]:
+        by_ref: dict[Any, tuple[ActiveAttempt, _Remote]] = {}
+        for attempt in active:
+            remote = self.remotes[attempt.task_id]
+            if remote.start_ref is None and remote.status_ref is None:
+                remote.status_ref = remote.actor.status.remote(STATUS_WAIT_SEC)
+            by_ref[remote.start_ref or remote.status_ref] = (attempt, remote)
+        if not by_ref:
+            return []
+        ready, _ = ray.wait(list(by_ref), num_returns=len(by_ref), timeout=0)
+        done = []
+        for ref in ready:
+            attempt, remote = by_ref[ref]
+            if self._answered(ref, attempt, remote):
+                done.append(attempt.task_id)
+        return done
+
+    def _answered(self, ref: Any, attempt: ActiveAttempt, remote: _Remote) -> bool:
+        """Take one ready answer; True when the attempt has stopped (exited or died)."""
+        try:
+            answer = ray.get(ref, timeout=CALL_TIMEOUT_SEC)
+        except ActorUnavailableError:  # unreachable for now; Ray decides later whether its node is dead
+            if ref is remote.start_ref:
+                remote.start_ref = remote.actor.start.remote()
+            else:
+                remote.status_ref = None
+            return False
+        except NodeGatewayError as exc:  # raised by start() on the node, no credential in it
+            remote.ended = Lost("gateway", str(exc.cause if hasattr(exc, "cause") else exc))
+            return True
+        except RayError as exc:
+            remote.ended = Lost("", f"its actor died ({type(exc).__name__})")
+            return True
+        if ref is remote.start_ref:
+            remote.start_ref = None
+            self._placed(attempt, remote, NodeInfo.model_validate(answer["node"]), answer["pid"])
+            return False
+        remote.status_ref = None
+        if answer["progress"] and answer["progress"] != remote.progress:
+            remote.progress = answer["progress"]
+            write_json(remote.task_dir / "progress.json", answer["progress"])
+        remote.exit_code = answer["exit"]
+        return answer["exit"] is not None
+
+    def _placed(self, attempt: ActiveAttempt, remote: _Remote, node: NodeInfo, pid: int) -> None:
+        self.known[node.name] = node
+        attempt.node, attempt.pid = node.name, pid
+        if remote.placement.node != node.name:
+            remote.placement = remote.placement.model_copy(update={
+                "node": node.name, "ray_node_id": node.ray_node_id, "runner_pid": pid})
+            write_record(remote.task_dir / "placement.json", remote.placement)
+
+    def settle(self, active: ActiveAttempt) -> Lost | None:
+        remote = self.remotes.pop(active.task_id)
+        if remote.ended is not None:
+            self._kill(remote.actor)
+            if remote.ended.classification:
+                return remote.ended
+            return self._lost(remote.placement, remote.ended.reason)
+        try:
+            payload = ray.get(remote.actor.collect.remote(), timeout=CALL_TIMEOUT_SEC)
+        except (RayActorError, GetTimeoutError) as exc:
+            return self._lost(remote.placement, f"collecting its results failed ({type(exc).__name__})")
+        attempt_id = AttemptId(run_id=str(self.config.run_id), task_id=active.task_id, attempt=active.attempt)
+        if self.config.token_log is not None:
+            append_rows(self.config.token_log, payload["token_rows"], attempt_id.gateway_scope, self.merged)
+        append_log(self.config.run_dir / "logs" / f"{active.task_id}.log", payload["log"])
+        unpack_into(remote.task_dir, payload["files"], Path(payload["path"]) if payload["path"] else None)
+        self._retire(remote.actor)
+        return None
+
+    def _lost(self, placement: Placement, why: str) -> Lost:
+        if placement.ray_node_id is not None and not self._node_alive(placement.ray_node_id):
+            return Lost("node_lost", f"node {placement.node} was lost mid-attempt; {why}")
+        where = f"on node {placement.node}" if placement.node else "before it reached a node"
+        return Lost("interrupted", f"the attempt ended without a result {where}; {why}")
+
+    def _retire(self, actor: Any) -> None:
+        """Drop the node's copy and free the slot."""
+        with contextlib.suppress(RayError):  # the copy is only a copy; the slot is freed below either way
+            ray.get(actor.discard.remote(), timeout=CALL_TIMEOUT_SEC)
+        self._kill(actor)
+
+    @staticmethod
+    def _kill(actor: Any) -> None:
+        with contextlib.suppress(RayError, ValueError):  # already gone
+            ray.kill(actor)
+
+    # Leftovers ------------------------------------------------------------------------------------------------
+
+    def remove_leftovers(self, attempt: AttemptId, node: str | None) -> None:
+        info = self.known.get(node) if node else None
+        if info is None or info.ray_node_id is None or not self._node_alive(info.ray_node_id):
+            return  # a lost node's containers went with it (README: clean a node before it rejoins)
+        node_agent(self.config, info.ray_node_id).cleanup.remote(attempt.task_id, attempt.attempt)
+
+    def _run_actors(self, prefix: str) -> list[str]:
+        return [entry["name"] for entry in list_named_actors(all_namespaces=True)
+                if entry["namespace"] == self.settings.namespace and entry["name"].startswith(prefix)]
+
+    def sweep(self, live: set[tuple[str, int]]) -> list[tuple[str, int]]:
+        run_id = str(self.config.run_id)
+        keep = {attempt_actor_name(AttemptId(run_id=run_id, task_id=t, attempt=a)) for t, a in live}
+        for name in set(self._run_actors(f"attempt:{run_id}/")) - keep:  # no longer any task's current attempt
+            try:
+                self._retire(ray.get_actor(name, namespace=self.settings.namespace))
+            except ValueError:
+                continue
+        refs = [node_agent(self.config, node["NodeID"]).sweep.remote(sorted(keep))
+                for node in self._live_slot_nodes()]
+        removed: set[tuple[str, int]] = set()
+        for ref in refs:
+            try:
+                removed.update(tuple(item) for item in ray.get(ref, timeout=CALL_TIMEOUT_SEC))
+            except RayError:
+                continue  # a node that cannot answer now is swept at the next start
+        return sorted(removed)
+
+    def close(self, run_done: bool) -> None:
+        if run_done:  # the run's gateways stop with it
+            for name in self._run_actors(f"node:{self.config.run_id}/"):
+                try:
+                    agent = ray.get_actor(name, namespace=self.settings.namespace)
+                    ray.get(agent.stop.remote(), timeout=CALL_TIMEOUT_SEC)
+                except (ValueError, RayError):
+                    continue
+                self._kill(agent)
+        if self.owns_connection:
+            ray.shutdown()

@@ -1,0 +1,80 @@
+"""A Ray cluster on this machine for the queue's executor tests: Ray's own test cluster (ray.cluster_utils),
+every node on loopback and sharing this machine's Docker engine, usage stats off.
+
+The head has no guest slots (the queue runs there, as on a real cluster); the session's two nodes each have
+their own slot count, caps and name. Tests that kill a node add their own nodes (another slot resource), so
+the session's nodes stay up for the others.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import tempfile
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+SLOT = "hcu_guest_slot"
+SESSION_NODES = {
+    "node-a": {"slots": 3, "caps": {"hcu/boot-setup-cap": "1", "hcu/agent-cap": "2", "hcu/evaluate-cap": "1"}},
+    "node-b": {"slots": 2, "caps": {"hcu/boot-setup-cap": "1", "hcu/agent-cap": "1", "hcu/evaluate-cap": "1"}},
+}
+LOOPBACK = "127.0.0.1"
+
+
+def ray_environment() -> None:
+    """Set before Ray starts (its processes inherit it): no usage stats, and Ray's address canonicalisation
+    kept on loopback (on Linux it swaps 127.0.0.1 for the host's routable address unless told this is a
+    single-machine cluster)."""
+    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+
+
+def import_ray() -> Any:
+    try:
+        import ray
+        from ray import cluster_utils
+    except ImportError:
+        pytest.fail("ray is not installed: pip install -e '.[ray]' (make test installs it)")
+    return ray, cluster_utils
+
+
+@dataclass
+class TestCluster:
+    cluster: Any
+    nodes: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def address(self) -> str:
+        return str(self.cluster.address)
+
+    def add_node(self, name: str, slots: int, resource: str = SLOT, caps: dict[str, str] | None = None) -> Any:
+        node = self.cluster.add_node(num_cpus=0, node_ip_address=LOOPBACK, resources={resource: slots},
+                                     labels={"hcu/node": name, **(caps or {})})
+        self.nodes[name] = node
+        return node
+
+    def kill_raylet(self, name: str) -> None:
+        """SIGKILL one node's raylet, as a crashed host would lose it."""
+        from ray._private import ray_constants
+
+        raylet = self.nodes[name].all_processes[ray_constants.PROCESS_TYPE_RAYLET][0].process
+        os.kill(raylet.pid, signal.SIGKILL)
+
+    def remove_node(self, name: str) -> None:
+        """Stop what is left of a node (all of it, or what survived its raylet)."""
+        self.cluster.remove_node(self.nodes.pop(name), allow_graceful=False)
+
+
+def start_cluster() -> TestCluster:
+    ray_environment()
+    _, cluster_utils = import_ray()
+    temp_dir = tempfile.mkdtemp(prefix="hcu-ray-", dir="/tmp")  # short: Ray's socket paths must fit 107 bytes
+    cluster = cluster_utils.Cluster(initialize_head=True, head_node_args={
+        "num_cpus": 0, "node_ip_address": LOOPBACK, "include_dashboard": False, "temp_dir": temp_dir})
+    test_cluster = TestCluster(cluster)
+    for name, spec in SESSION_NODES.items():
+        test_cluster.add_node(name, spec["slots"], caps=spec["caps"])
+    return test_cluster
