@@ -4,6 +4,7 @@ Usage: python queue_driver.py CONFIG  (exit 0 done, 2 refused, 130 stopped by SI
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 from pathlib import Path
@@ -17,7 +18,8 @@ STANDIN = Path(__file__).with_name("standin_runner.py")
 def main() -> int:
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
-        run_queue(load_config(sys.argv[1]), runner=[sys.executable, str(STANDIN)], poll_interval_sec=0.1)
+        runner = [sys.executable, str(STANDIN), "--scenario", os.environ["HCU_STANDIN_SCENARIO"]]
+        run_queue(load_config(sys.argv[1]), runner=runner, poll_interval_sec=0.1)
     except QueueRefused as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

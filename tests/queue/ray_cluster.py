@@ -16,7 +16,11 @@ from typing import Any
 
 import pytest
 
+from hcu.demo.stand_in import STAND_IN_TOKEN
+
 SLOT = "hcu_guest_slot"
+UPSTREAM_TOKEN_ENV = "HCU_TEST_UPSTREAM_TOKEN"
+"""The scripted upstream's credential, in every node's environment as a real one would be."""
 SESSION_NODES = {
     "node-a": {"slots": 3, "caps": {"hcu/boot-setup-cap": "1", "hcu/agent-cap": "2", "hcu/evaluate-cap": "1"}},
     "node-b": {"slots": 2, "caps": {"hcu/boot-setup-cap": "1", "hcu/agent-cap": "1", "hcu/evaluate-cap": "1"}},
@@ -25,11 +29,12 @@ LOOPBACK = "127.0.0.1"
 
 
 def ray_environment() -> None:
-    """Set before Ray starts (its processes inherit it): no usage stats, and Ray's address canonicalisation
-    kept on loopback (on Linux it swaps 127.0.0.1 for the host's routable address unless told this is a
-    single-machine cluster)."""
+    """Set before Ray starts (its processes inherit it): no usage stats, Ray's address canonicalisation kept
+    on loopback (on Linux it swaps 127.0.0.1 for the host's routable address unless told this is a
+    single-machine cluster), and the nodes' upstream credential."""
     os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
     os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    os.environ[UPSTREAM_TOKEN_ENV] = STAND_IN_TOKEN
 
 
 def import_ray() -> Any:

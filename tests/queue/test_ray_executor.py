@@ -65,3 +65,90 @@ def test_caps_held_per_node_and_results_come_home(ray_panel, sleep_image, contai
     assert (summary["score"], summary["coverage"], summary["attempts"]) == (1.0, 1.0, len(tasks))
     assert run_actors(run_id) == [], "attempt actors and node agents are gone"
     assert containers_of(run_id) == []
+
+
+@pytest.fixture
+def loss_nodes(ray_cluster):
+    """Two nodes of their own (one guest slot each, a slot resource no other test uses), one to lose."""
+    for name in LOSS_NODES:
+        ray_cluster.add_node(name, 1, resource=LOSS_SLOT)
+    yield ray_cluster
+    for name in LOSS_NODES:
+        ray_cluster.remove_node(name)
+
+
+LOSS_SLOT = "hcu_loss_slot"
+LOSS_NODES = ("node-c", "node-d")
+
+
+def in_agent_on_a_node(run_dir) -> tuple[str, str] | None:
+    """(task, node) of an attempt the head sees in its agent phase on a known node."""
+    for task_dir in sorted(run_dir.glob("tasks/*")):
+        try:
+            placement = orjson.loads((task_dir / "placement.json").read_bytes())
+            phase = orjson.loads((task_dir / "progress.json").read_bytes())["phase"]
+        except (FileNotFoundError, orjson.JSONDecodeError):
+            continue
+        if placement["node"] and phase == "agent":
+            return task_dir.name, placement["node"]
+    return None
+
+
+def test_node_lost_mid_attempt_reruns_elsewhere(ray_panel, loss_nodes, sleep_image, containers_of):
+    phases = {"boot": (0.2, 0.3), "agent": (8.0, 9.0), "evaluate": (0.1, 0.2)}
+    panel = ray_panel(["x0", "x1"], image=sleep_image, phases=phases, max_active_tasks=2,
+                      ray={"slot_resource": LOSS_SLOT})
+    queue = panel.start()
+    run_dir, run_id = panel.run_dir, panel.config.run_id
+    wait_for(lambda: in_agent_on_a_node(run_dir) is not None, 90, "an attempt in its agent phase")
+    lost_task, lost_node = in_agent_on_a_node(run_dir)
+    loss_nodes.kill_raylet(lost_node)
+    assert queue.wait(timeout=240) == 0, queue.stderr.read().decode()
+
+    other_node = next(name for name in LOSS_NODES if name != lost_node)
+    retry = run_dir / "retries" / f"{lost_task}-1"
+    assert orjson.loads((retry / "retry.json").read_bytes())["failure_classification"] == "node_lost"
+    assert orjson.loads((retry / "placement.json").read_bytes())["node"] == lost_node
+    assert not (retry / "result.json").exists(), "the lost attempt left no result to score"
+    final = orjson.loads((run_dir / "tasks" / lost_task / "result.json").read_bytes())
+    assert (final["attempt"], final["status"]) == (2, "completed")
+    assert manifest(run_dir)["attempt_nodes"][f"{run_id}/{lost_task}/2"] == other_node
+
+    events = [(e["task_id"], e["attempt"], e["event"]) for e in panel.events()]
+    survivor = next(task for task in ("x0", "x1") if task != lost_task)
+    assert sorted(events) == sorted([(lost_task, 1, "start"), (lost_task, 2, "start"), (lost_task, 2, "end"),
+                                     (survivor, 1, "start"), (survivor, 1, "end")])
+    summary = summarize(run_dir)
+    assert (summary["valid"], summary["attempts"], summary["retried_tasks"]) == (2, 3, 1)
+    done = next(e for e in panel.queue_events() if e["event"] == "done")
+    assert [lost_task, 1] in done["leftovers_removed"], "the lost attempt's container was swept"
+    assert containers_of(run_id) == []
+    assert run_actors(run_id) == []
+
+
+def test_killed_queue_restarts_and_adopts_cluster_attempts(ray_panel):
+    tasks = ["k0", "k1", "k2"]
+    panel = ray_panel(tasks, phases={"boot": (0.2, 0.3), "agent": (6.0, 7.0)}, max_active_tasks=5)
+    queue = panel.start()
+    placements = [panel.run_dir / "tasks" / task / "placement.json" for task in tasks]
+
+    def placed() -> bool:
+        found = [orjson.loads(p.read_bytes()) for p in placements if p.exists()]
+        return len(found) == len(tasks) and all(p["node"] for p in found)
+
+    wait_for(placed, 90, "every attempt on a node")
+    queue.kill()
+    queue.wait(timeout=20)
+    names = set(run_actors(panel.config.run_id))
+    assert {f"attempt:{panel.config.run_id}/{task}/1" for task in tasks} <= names, "attempts died with the queue"
+    assert not any((panel.run_dir / "tasks" / task / "result.json").exists() for task in tasks)
+
+    queue = panel.start()
+    assert queue.wait(timeout=120) == 0, queue.stderr.read().decode()
+    adopted = sorted(e["task_id"] for e in panel.queue_events() if e["event"] == "adopt")
+    assert adopted == tasks
+    started = sorted((e["task_id"], e["attempt"]) for e in panel.events() if e["event"] == "start")
+    assert started == [(task, 1) for task in tasks], "adopted, not started again"
+    assert not (panel.run_dir / "retries").exists()
+    assert all(r["status"] == "completed" for r in results(panel.run_dir)) and len(results(panel.run_dir)) == 3
+    assert len(manifest(panel.run_dir)["starts"]) == 2

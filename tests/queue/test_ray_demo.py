@@ -1,0 +1,111 @@
+"""The demo's panel (real OSWorld tasks on the test desktop, the real Codex CLI, real gateways, OSWorld's
+evaluator, the scripted model) through the ray executor gives the scores and summary the local executor gives;
+each node's own gateway serves its attempts and the head's token log holds every row once."""
+
+from __future__ import annotations
+
+import csv
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+
+from hcu import REPO_ROOT
+from hcu.demo.__main__ import DEFAULT_CONFIG, DEFAULT_POLICIES, run_demo
+from hcu.demo.stand_in import STAND_IN_TOKEN, free_port
+from hcu.osworld.guest.bridge import bridge_address
+from hcu.osworld.queue.config import load_config
+from hcu.osworld.queue.panel import run_queue
+from hcu.osworld.summary.run_summary import summarize
+from tests.queue.ray_checks import manifest, peaks_by_node, results
+from tests.queue.ray_cluster import UPSTREAM_TOKEN_ENV
+from tests.session import unique_run_id
+
+pytestmark = [pytest.mark.docker, pytest.mark.artifacts, pytest.mark.ray]
+
+SAME_PER_TASK = ("task_id", "status", "score", "evaluator_score", "withheld_reason", "termination",
+                 "failure_class", "attempts", "model_calls")
+SAME_SUMMARY = ("tasks", "valid", "withheld", "coverage", "score", "lower_bound", "upper_bound", "binary_rate",
+                "ci95", "binary_ci95", "statuses", "terminations", "failure_classes", "withheld_tasks",
+                "attempts", "retried_tasks", "model_calls", "by_domain", "by_stratum", "scripted_model")
+
+
+def demo_config(tmp_path: Path, name: str, **changes: object) -> Path:
+    body = orjson.loads(DEFAULT_CONFIG.read_bytes())
+    body.update(run_id=unique_run_id(name), results_dir=str(tmp_path / "runs"),
+                tasks_dir=str(REPO_ROOT / "configs" / "demo-tasks"), **changes)
+    path = tmp_path / f"{name}.json"
+    path.write_bytes(orjson.dumps(body))
+    return path
+
+
+def scripted_upstream(log: Path) -> tuple[subprocess.Popen[bytes], int]:
+    """The scripted model on loopback, which every node's gateway forwards to."""
+    port = free_port()
+    with log.open("ab") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "hcu.scripted.policy", "--policies", str(DEFAULT_POLICIES),
+                                 "--host", "127.0.0.1", "--port", str(port)], stdout=out, stderr=subprocess.STDOUT)
+    deadline = time.time() + 30
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return proc, port
+        except OSError:
+            assert proc.poll() is None and time.time() < deadline, "the scripted upstream did not start"
+            time.sleep(0.1)
+
+
+def task_rows(run_dir: Path) -> list[dict]:
+    with (run_dir / "summary" / "tasks.csv").open() as f:
+        return sorted(({key: row[key] for key in SAME_PER_TASK} for row in csv.DictReader(f)),
+                      key=lambda row: row["task_id"])
+
+
+@pytest.mark.timeout(1800)
+def test_demo_through_ray_matches_local(tmp_path: Path, ray_cluster) -> None:
+    bridge = bridge_address()  # a free port: the demo's default one may serve someone else's run
+    local_dir = run_demo(demo_config(tmp_path, "demo-local", gateway=f"http://{bridge}:{free_port(bridge)}"),
+                         DEFAULT_POLICIES).parent.parent
+    upstream, port = scripted_upstream(tmp_path / "scripted-upstream.log")
+    try:
+        gateway = {"upstream_args": ["--upstreams", f"127.0.0.1:{port}", "--upstream-kind", "openai",
+                                     "--upstream-scheme", "http"], "upstream_token_env": UPSTREAM_TOKEN_ENV}
+        config = load_config(demo_config(tmp_path, "demo-ray", executor="ray", max_active_tasks=4,
+                                         ray={"address": ray_cluster.address, "node_gateway": gateway}))
+        assert config.gateway is None
+        run_queue(config)
+    finally:
+        upstream.terminate()
+        upstream.wait(timeout=10)
+    ray_dir = config.run_dir
+    summary, local = summarize(ray_dir), orjson.loads((local_dir / "summary" / "summary.json").read_bytes())
+
+    assert {key: summary[key] for key in SAME_SUMMARY} == {key: local[key] for key in SAME_SUMMARY}
+    assert task_rows(ray_dir) == task_rows(local_dir)
+    assert (summary["score"], summary["coverage"]) == (0.75, 1.0)  # README's stated demo score, both ways
+
+    recorded = manifest(ray_dir)
+    assert set(recorded["attempt_nodes"].values()) <= {"node-a", "node-b"}
+    assert recorded["starts"][0]["gateway_health"] == {"per_node": "each Ray node starts the run's gateway on "
+                                                                    "its own bridge"}
+    for node, groups in peaks_by_node(ray_dir).items():
+        for group, peak in groups.items():
+            assert peak <= recorded["nodes"][node]["caps"][group], (node, group, peak)
+
+    rows = [orjson.loads(line) for line in (ray_dir / "gateway-tokens.jsonl").read_bytes().splitlines()]
+    gateways: dict[str, set[str]] = {}
+    for result in results(ray_dir):  # each attempt's rows came home once, from the gateway of its node
+        scope = f"{result['task_id']}.a{result['attempt']}"
+        mine = [row for row in rows if row["task"] == scope]
+        assert len(mine) == result["usage"]["requests"] and result["usage"]["requests"] > 0, scope
+        meta = orjson.loads((ray_dir / "tasks" / result["task_id"] / "meta.json").read_bytes())
+        gateways.setdefault(recorded["attempt_nodes"][result["attempt_id"]], set()).add(meta["gateway"])
+    assert all(len(urls) == 1 for urls in gateways.values()), f"one gateway per node: {gateways}"
+    assert len(set.union(*gateways.values())) == len(gateways), f"each node its own gateway: {gateways}"
+    for path in ray_dir.rglob("*"):
+        if path.is_file():
+            assert STAND_IN_TOKEN.encode() not in path.read_bytes(), f"the upstream credential leaked into {path}"
