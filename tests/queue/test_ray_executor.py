@@ -152,3 +152,26 @@ def test_killed_queue_restarts_and_adopts_cluster_attempts(ray_panel):
     assert not (panel.run_dir / "retries").exists()
     assert all(r["status"] == "completed" for r in results(panel.run_dir)) and len(results(panel.run_dir)) == 3
     assert len(manifest(panel.run_dir)["starts"]) == 2
+
+
+def test_results_through_a_shared_directory(ray_panel, tmp_path):
+    shared = tmp_path / "shared"
+    panel = ray_panel(["s0", "s1"], ray={"shared_dir": str(shared)}, max_active_tasks=2)
+    assert panel.run() == {"s0": "finished", "s1": "finished"}
+    for task in ("s0", "s1"):
+        assert {"result.json", "attempt.json"} <= {p.name for p in (panel.run_dir / "tasks" / task).iterdir()}
+        lease = orjson.loads((panel.run_dir / "tasks" / task / "attempt.json").read_bytes())
+        assert lease["result_dir"].startswith(str(shared)), "the node wrote into the shared directory"
+    leftover = list((shared / panel.config.run_id / "attempts").iterdir())
+    assert leftover == [], "the nodes' copies are discarded once home"
+
+
+def test_a_node_gateway_that_cannot_start_is_an_infrastructure_failure(ray_panel):
+    gateway = {"upstream_args": ["--upstreams", "127.0.0.1:9", "--upstream-kind", "openai"],
+               "upstream_token_env": "HCU_TEST_NOT_SET_ON_ANY_NODE"}
+    panel = ray_panel(["g"], ray={"node_gateway": gateway}, gateway=None)
+    assert panel.run() == {"g": "exhausted"}
+    notes = [orjson.loads(p.read_bytes()) for p in sorted((panel.run_dir / "retries").glob("g-*/retry.json"))]
+    assert [note["failure_classification"] for note in notes] == ["gateway"] * 4
+    assert "HCU_TEST_NOT_SET_ON_ANY_NODE is not set on node" in notes[0]["reason"]
+    assert panel.events() == [], "no runner started without its gateway"
