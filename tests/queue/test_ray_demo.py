@@ -28,10 +28,12 @@ from tests.session import unique_run_id
 pytestmark = [pytest.mark.docker, pytest.mark.artifacts, pytest.mark.ray]
 
 SAME_PER_TASK = ("task_id", "status", "score", "evaluator_score", "withheld_reason", "termination",
-                 "failure_class", "attempts", "model_calls")
+                 "failure_class", "attempts")
 SAME_SUMMARY = ("tasks", "valid", "withheld", "coverage", "score", "lower_bound", "upper_bound", "binary_rate",
                 "ci95", "binary_ci95", "statuses", "terminations", "failure_classes", "withheld_tasks",
-                "attempts", "retried_tasks", "model_calls", "by_domain", "by_stratum", "scripted_model")
+                "attempts", "retried_tasks", "by_domain", "by_stratum", "scripted_model")
+"""Counted model calls are compared as requests instead: the gateway sometimes logs a generation the CLI
+received as `disconnected` (uncounted), on either executor, depending on timing."""
 
 
 def demo_config(tmp_path: Path, name: str, **changes: object) -> Path:
@@ -86,6 +88,8 @@ def test_demo_through_ray_matches_local(tmp_path: Path, ray_cluster) -> None:
 
     assert {key: summary[key] for key in SAME_SUMMARY} == {key: local[key] for key in SAME_SUMMARY}
     assert task_rows(ray_dir) == task_rows(local_dir)
+    requests = [{r["task_id"]: r["usage"]["requests"] for r in results(run_dir)} for run_dir in (ray_dir, local_dir)]
+    assert requests[0] == requests[1], "the scripted model served the same generations either way"
     assert (summary["score"], summary["coverage"]) == (0.75, 1.0)  # README's stated demo score, both ways
 
     recorded = manifest(ray_dir)

@@ -67,13 +67,12 @@ def config_difference(config: RunConfig) -> list[str] | None:
     return sorted(key for key in old.keys() | new.keys() if old.get(key) != new.get(key))
 
 
-def store_config(config: RunConfig) -> None:
+def refuse_changed_config(config: RunConfig) -> None:
     changed = config_difference(config)
     if changed:
         raise QueueRefused(f"{config.run_dir / 'config.json'}: {', '.join(changed)} differ from the config "
-                           "this run started with (only max_active_tasks and launch_stagger_seconds may "
-                           "change; use a new run_id)")
-    write_json(config.run_dir / "config.json", config.model_dump(mode="json"))
+                           "this run started with (only max_active_tasks, launch_stagger_seconds, "
+                           "expected_durations_from and ray.address may change; use a new run_id)")
 
 
 class PanelQueue:
@@ -261,9 +260,11 @@ def run_queue(config: RunConfig, *, runner: Sequence[str] | None = None,
     `gate` holds launches (e.g. `queue_gate.gateway_gate(config)`: while the gateway is down); `runner`
     replaces run_task (tests), `executor` the one the config names (benchmarks)."""
     with run_lock(config.run_dir):
-        store_config(config)
+        refuse_changed_config(config)
+        executor = executor or make_executor(config, runner)  # a cluster that cannot be joined writes nothing
+        write_json(config.run_dir / "config.json", config.model_dump(mode="json"))
         record_start(config)
-        return PanelQueue(config, executor or make_executor(config, runner), poll_interval_sec, gate).run()
+        return PanelQueue(config, executor, poll_interval_sec, gate).run()
 
 
 def executor_plan(config: RunConfig) -> list[str]:

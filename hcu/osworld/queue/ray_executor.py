@@ -108,6 +108,7 @@ class RayExecutor:
             try:
                 NodeCaps.from_labels(node.get("Labels") or {})
             except ValueError as exc:
+                self.close(run_done=False)
                 raise QueueRefused(f"Ray node {node['NodeManagerAddress']} ({node['NodeID'][:8]}): {exc}") from None
 
     # Capacity and nodes ---------------------------------------------------------------------------------------
@@ -191,8 +192,12 @@ class RayExecutor:
         except NodeGatewayError as exc:  # raised by start() on the node, no credential in it
             remote.ended = Lost("gateway", str(exc.cause if hasattr(exc, "cause") else exc))
             return True
+        except RayActorError as exc:
+            drained = Lost("node_lost", f"node {remote.placement.node} was drained mid-attempt")
+            remote.ended = drained if exc.preempted else Lost("", f"its actor died ({type(exc).__name__})")
+            return True
         except RayError as exc:
-            remote.ended = Lost("", f"its actor died ({type(exc).__name__})")
+            remote.ended = Lost("", f"its actor failed ({type(exc).__name__})")
             return True
         if ref is remote.start_ref:
             remote.start_ref = None
