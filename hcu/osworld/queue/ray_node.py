@@ -149,8 +149,8 @@ class AttemptRunner:
     def collect(self) -> dict[str, Any]:
         """The finished attempt: its files (or their shared path), its runner log, its token-log rows."""
         shared = self.config.ray is not None and self.config.ray.shared_dir is not None
-        rows = scope_rows(self.token_log, self.id.gateway_scope) if self.config.node_gateways and \
-            self.token_log else b""
+        own_log = self.config.node_gateways and self.token_log is not None  # else the rows are the run's already
+        rows = scope_rows(self.token_log, self.id.gateway_scope) if own_log and self.token_log else b""
         return {"files": None if shared else pack_attempt(self.result_dir),
                 "path": str(self.result_dir) if shared else None,
                 "log": self.log_path.read_bytes() if self.log_path.exists() else b"", "token_rows": rows}
