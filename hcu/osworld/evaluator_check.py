@@ -16,22 +16,10 @@ from typing import Any
 
 import orjson
 
+from hcu.osworld.osworld_bridge.evaluate import evaluator_names
 from hcu.osworld.osworld_bridge.process import OSWorldCodeError, check_names
 from hcu.osworld.settings import OneLineParser
 from hcu.osworld.tasks import TaskError, default_v1_tasks_dir
-
-
-def evaluator_names(evaluator: dict[str, Any]) -> tuple[list[str], list[str]]:
-    """(metric names, getter function names) an evaluator makes `DesktopEnv` look up."""
-    funcs = evaluator.get("func")
-    metrics = list(funcs) if isinstance(funcs, list) else [funcs] if funcs else []
-    getters: list[str] = []
-    for key in ("result", "expected"):
-        value = evaluator.get(key)
-        for config in value if isinstance(value, list) else [value]:
-            if isinstance(config, dict) and config.get("type"):
-                getters.append(f"get_{config['type']}")
-    return metrics, getters
 
 
 def read_index(tasks_dir: Path, index: Path) -> dict[str, dict[str, Any]]:

@@ -22,7 +22,7 @@ from hcu.osworld.defaults import BENCHMARKS, GUEST
 from hcu.osworld.errors import PhaseError
 from hcu.osworld.guest.readiness import ReadinessStep
 from hcu.osworld.osworld_bridge.assets import AssetCache
-from hcu.osworld.osworld_bridge.evaluate import EvalResult, evaluate
+from hcu.osworld.osworld_bridge.evaluate import EvalResult, ensure_evaluator_loads, evaluate
 from hcu.osworld.osworld_bridge.setup import (
     SetupStepError,
     SetupStepRecord,
@@ -124,6 +124,7 @@ def run(args: CanaryOptions, task: TaskDefinition) -> CanaryReport:
         with osworld_process(guest, cache_dir, osworld_python=args.osworld_python,
                              offline_assets=args.offline_assets, what=f"canary {task.id}") as osworld:
             report.desktop_env, report.osworld_python = osworld.hello["desktop_env"], osworld.hello["python"]
+            ensure_evaluator_loads(osworld, task)
             report.setup_steps = run_setup(osworld, task, password=password, cache_dir=cache_dir, assets=assets,
                                            step_deadline_sec=args.step_deadline)
             if args.run_evaluator:

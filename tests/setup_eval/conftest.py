@@ -133,3 +133,11 @@ def osworld_on(guest, cache_root: Path, *, offline: bool = True, python: Path | 
     cache_dir.mkdir(parents=True, exist_ok=True)
     with osworld_process(guest, cache_dir, osworld_python=python, offline_assets=offline, what="test") as process:
         yield process, cache_dir
+
+
+@pytest.fixture(scope="module")
+def osworld(test_desktop_guest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple]:
+    """One OSWorld process per module on the module's guest, offline (OSWorld's import costs seconds); a test
+    whose call overruns a deadline kills it, and the next call starts another."""
+    with osworld_on(test_desktop_guest, tmp_path_factory.mktemp("osworld")) as opened:
+        yield opened

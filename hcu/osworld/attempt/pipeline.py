@@ -35,7 +35,7 @@ from hcu.osworld.guest.api import GuestAPIError
 from hcu.osworld.guest.bridge import bridge_address
 from hcu.osworld.guest.lifecycle import Guest, GuestSpec, remove_guest, start_guest
 from hcu.osworld.osworld_bridge.assets import AssetCache
-from hcu.osworld.osworld_bridge.evaluate import evaluate
+from hcu.osworld.osworld_bridge.evaluate import ensure_evaluator_loads, evaluate
 from hcu.osworld.osworld_bridge.process import OSWorldCodeError, OSWorldProcess, resolve_python
 from hcu.osworld.osworld_bridge.setup import osworld_process, run_setup, task_cache_dir
 from hcu.osworld.settings import INSTRUCTIONS
@@ -132,6 +132,7 @@ class _Attempt:
         cache_dir = task_cache_dir(self.result_dir / ".osworld-cache", task)
         assets = AssetCache.configured(o.asset_cache, offline=o.offline_assets, mirror=o.asset_mirror)
         with phase("setup"), self._osworld(cache_dir, "setup") as osworld:
+            ensure_evaluator_loads(osworld, task)  # a task that can never be scored spends no agent budget
             self.meta["setup_steps"] = [s.model_dump(mode="json") for s in run_setup(
                 osworld, task, password=spec.client_password, cache_dir=cache_dir, assets=assets)]
         with phase("probe"):

@@ -40,6 +40,31 @@ def _getter_configs(evaluator: dict[str, Any]) -> list[dict[str, Any]]:
     return [c for c in configs if isinstance(c, dict)]
 
 
+def evaluator_names(evaluator: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """(metric names, getter function names) an evaluator makes `DesktopEnv` look up."""
+    funcs = evaluator.get("func")
+    metrics = list(funcs) if isinstance(funcs, list) else [funcs] if funcs else []
+    getters = [f"get_{config['type']}" for config in _getter_configs(evaluator) if config.get("type")]
+    return metrics, getters
+
+
+def ensure_evaluator_loads(process: OSWorldProcess, task: TaskDefinition) -> None:
+    """Fail now, with the missing function named, when OSWorld's code lacks a metric or getter the task names
+    (`DesktopEnv.reset` resolves them before setup too): such a task is never scored, so nothing is spent on it."""
+    if task.kind != "v1_json":
+        return
+    metrics, getters = evaluator_names(task.evaluator)
+    try:
+        found = process.call("check_names", {"metrics": metrics, "getters": getters},
+                             deadline_sec=DEFAULT_DEADLINE_SEC, what="loading the evaluator")
+    except OSWorldCodeError as exc:
+        raise EvaluatorError(f"task {task.id}: {exc}") from None
+    if found["import_error"]:
+        raise EvaluatorError(f"task {task.id}: OSWorld's evaluators do not import: {found['import_error']}")
+    if found["missing"]:
+        raise EvaluatorError(f"task {task.id}: {'; '.join(found['missing'].values())}")
+
+
 def prefill_cloud_files(evaluator: dict[str, Any], cache_dir: Path, assets: AssetCache) -> None:
     """`cloud_file` downloads to `<task cache>/<dest>` unless the file is there: fill it from the asset cache."""
     for config in _getter_configs(evaluator):
@@ -87,6 +112,7 @@ def _evaluate_v1(process: OSWorldProcess, task: TaskDefinition, last_action: str
                  cache_dir: Path, assets: AssetCache, deadline_sec: float, details: dict[str, Any]) -> Any:
     started = time.monotonic()
     evaluator = task.evaluator
+    ensure_evaluator_loads(process, task)
     details["postconfig"] = [r.model_dump(mode="json") for r in run_steps(
         process, evaluator.get("postconfig", []), password=password, cache_dir=cache_dir, assets=assets,
         step_deadline_sec=deadline_sec, what="postconfig step")]
