@@ -88,6 +88,7 @@ class OSWorldProcess:
         self._stderr_tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL)
         self._context: dict[str, Any] | None = None
         self._last_open: dict[str, Any] = {}
+        self._stderr_reader: threading.Thread | None = None
         self._next_id = 0
         self.hello: dict[str, Any] = {}
 
@@ -157,7 +158,8 @@ class OSWorldProcess:
             raise OSWorldCodeError(f"osworld_python: {self.python} cannot be started: {exc}") from None
         self._proc = proc
         threading.Thread(target=self._read_answers, args=(proc.stdout, self._answers), daemon=True).start()
-        threading.Thread(target=self._read_stderr, args=(proc.stderr,), daemon=True).start()
+        self._stderr_reader = threading.Thread(target=self._read_stderr, args=(proc.stderr,), daemon=True)
+        self._stderr_reader.start()
 
     def _read_answers(self, stream: IO[bytes], answers: queue.Queue[bytes | None]) -> None:
         for line in stream:
@@ -184,6 +186,8 @@ class OSWorldProcess:
             line = None
         if line is None:
             self.kill()
+            if self._stderr_reader is not None:
+                self._stderr_reader.join(5)  # the process is gone: its last words are on their way
             tail = protocol.one_line(" | ".join(list(self._stderr_tail)[-3:]))
             raise OSWorldCodeError(f"{what}: the OSWorld process ({self.python}) exited; last output: {tail}")
         try:
