@@ -161,7 +161,7 @@ def run_evaluate(task: Any, env: Any, last_action: str | None) -> dict[str, Any]
     """The class's own `evaluate(env)`: a score in [0, 1] (partial credit kept), or a dict with `score`."""
     env.action_history = [] if last_action is None else [last_action]
     outcome = task.evaluate(env)
-    details = _json_safe(outcome) if isinstance(outcome, dict) else {}
+    details = _json_safe(outcome) if isinstance(outcome, dict) else None
     raw = outcome.get("score") if isinstance(outcome, dict) else outcome
     try:
         score = float(raw)
@@ -169,7 +169,7 @@ def run_evaluate(task: Any, env: Any, last_action: str | None) -> dict[str, Any]
         raise Failure("exception", f"evaluate() returned {raw!r}, not a score") from None
     if not 0.0 <= score <= 1.0:
         raise Failure("exception", f"evaluate() returned {score}, outside [0, 1]")
-    return {"score": score, "details": details}
+    return {"score": score, "task_result": details}
 
 
 def prepare_env(env: Any, task: Any) -> None:
