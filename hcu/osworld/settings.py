@@ -38,8 +38,8 @@ class TaskSettings(Settings):
     task_domain: str | None = None
     """OSWorld domain of the task (e.g. libreoffice_calc); searched in every domain when left out."""
     tasks_dir: Path | None = None
-    """Folder of V1 task files (examples/<domain>/<id>.json); default $HCU_OSWORLD_TASKS_DIR, else the OSWorld
-    checkout's evaluation_examples."""
+    """Folder of V1 task files (examples/<domain>/<id>.json) or V2 task classes (task_<id>.py); default
+    $HCU_OSWORLD_TASKS_DIR (V1), else the OSWorld checkout's evaluation_examples (V2: its task_class/)."""
 
 
 class GuestSettings(Settings):
