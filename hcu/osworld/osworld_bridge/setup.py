@@ -105,8 +105,10 @@ def osworld_process(
             cache_dir=str(cache_dir), client_password=password, offline=offline_assets,
         )
         yield process
-    finally:
-        process.close()
+    except BaseException:  # a failure or an interruption (SIGTERM) stops whatever OSWorld's code was doing
+        process.kill()
+        raise
+    process.close()
 
 
 def osworld_download_target(cache_dir: Path, url: str, guest_path: str) -> Path:
