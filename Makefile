@@ -52,7 +52,7 @@ test: setup host test-desktop build-local agents
 
 ## test-fast: pure-logic tests only
 test-fast: setup
-	$(VPY) -m pytest -q -m 'not docker and not cli'
+	$(VPY) -m pytest -q -m 'not docker and not kvm and not artifacts and not network'
 
 ## bench: benchmarks print figures and ratios (never asserted)
 bench: setup host test-desktop build-local
