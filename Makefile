@@ -2,22 +2,31 @@
 PY        ?= python3
 VENV      ?= .venv
 VPY       := $(VENV)/bin/python
+OSWORLD_VENV ?= .venv-osworld
 TEST_DESKTOP_IMAGE ?= hcu-test-desktop:latest
 
-.PHONY: setup host docker test-desktop build-local agents demo test test-fast bench lint clean-guests
+.PHONY: setup osworld-venv host docker test-desktop build-local agents demo test test-fast bench lint clean-guests
 
 ## host: Debian packages and a running Docker engine
 host:
 	bash scripts/setup-host.sh
 
-## setup: the venv with hcu, its test clients and OSWorld's evaluator code (desktop-env, light install)
-setup: $(VENV)/.installed
-$(VENV)/.installed: pyproject.toml requirements-osworld.txt
+## setup: the venv with hcu and its test clients, and the evaluator venv
+setup: $(VENV)/.installed osworld-venv
+$(VENV)/.installed: pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(VPY) -m pip install -q --upgrade pip
 	$(VPY) -m pip install -q -e '.[test]'
-	$(VPY) -m pip install -q -r requirements-osworld.txt
-	$(VPY) -m pip install -q --no-deps desktop-env==1.0.2
+	touch $@
+
+## osworld-venv: the interpreter of OSWorld's setup/evaluator process: desktop-env 1.0.2 with all its
+## dependencies (torch and easyocr included; ~7 GB, ~4-6 min the first time), and hcu itself
+osworld-venv: $(OSWORLD_VENV)/.installed
+$(OSWORLD_VENV)/.installed: requirements-osworld.txt pyproject.toml
+	$(PY) -m venv $(OSWORLD_VENV)
+	$(OSWORLD_VENV)/bin/python -m pip install -q --upgrade pip
+	$(OSWORLD_VENV)/bin/python -m pip install -q -r requirements-osworld.txt
+	$(OSWORLD_VENV)/bin/python -m pip install -q -e .
 	touch $@
 
 ## test-desktop: the local stand-in for the official OSWorld guest (debootstrap + docker import)
@@ -43,7 +52,7 @@ test: setup host test-desktop build-local agents
 
 ## test-fast: pure-logic tests only
 test-fast: setup
-	$(VPY) -m pytest -q -m 'not docker and not cli'
+	$(VPY) -m pytest -q -m 'not docker and not kvm and not artifacts and not network'
 
 ## bench: benchmarks print figures and ratios (never asserted)
 bench: setup host test-desktop build-local

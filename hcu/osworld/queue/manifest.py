@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import importlib.metadata
 import subprocess
 import time
 from pathlib import Path
@@ -116,7 +115,8 @@ def task_identity(config: RunConfig, task: TaskSpec) -> dict[str, Any]:
     from hcu.osworld.tasks import load_task
 
     try:
-        found = load_task(config.benchmark_version, task.id, config.domain_of(task), config.tasks_dir)
+        found = load_task(config.benchmark_version, task.id, config.domain_of(task), config.tasks_dir,
+                          config.osworld_python)
     except PhaseError as exc:
         return {"error": str(exc)}
     return {"path": str(found.source_path), "sha256": found.sha256}
@@ -173,19 +173,18 @@ def gateway_health(gateway: str | None) -> dict[str, Any]:
 
 
 def osworld_revision(config: RunConfig) -> dict[str, Any]:
-    """The OSWorld code the runner uses (checkout revision, or the installed desktop-env version) and the
-    tasks folder's revision when it is a checkout."""
+    """The OSWorld code the runner uses (its interpreter, the checkout revision or the installed desktop-env
+    version, as the OSWorld process reports them) and the tasks folder's revision when it is a checkout."""
     from hcu.osworld.errors import PhaseError
-    from hcu.osworld.osworld_bridge.code import checkout_root
+    from hcu.osworld.osworld_bridge.process import osworld_identity
 
     try:
-        code = git_revision(checkout_root())
+        identity = osworld_identity(config.osworld_python)
+        code = {**git_revision(Path(identity["checkout_root"])), "python": identity["python"],
+                "python_version": identity["python_version"],
+                "desktop_env_version": identity["desktop_env_version"]}
     except PhaseError as exc:
         code = {"error": str(exc)}
-    try:
-        code["desktop_env_version"] = importlib.metadata.version("desktop-env")
-    except importlib.metadata.PackageNotFoundError:
-        code["desktop_env_version"] = None
     tasks = git_revision(config.tasks_dir) if config.tasks_dir else None
     return {"code": code, "tasks_dir": tasks}
 
