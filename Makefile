@@ -50,9 +50,10 @@ test: setup host test-desktop build-local agents
 	$(VPY) -m ruff check hcu tests bench scripts
 	$(VPY) -m pytest -q -p no:cacheprovider
 
-## test-fast: pure-logic tests only
-test-fast: setup
-	$(VPY) -m pytest -q -m 'not docker and not kvm and not artifacts and not network'
+## test-fast: pure-logic tests only (no Docker engine reachable, no artifacts, no network, no evaluator venv)
+test-fast: $(VENV)/.installed
+	DOCKER_HOST=unix:///nonexistent $(VPY) -m pytest -q -p no:cacheprovider \
+	  -m 'not docker and not kvm and not artifacts and not network and not osworld and not python310'
 
 ## bench: benchmarks print figures and ratios (never asserted)
 bench: setup host test-desktop build-local

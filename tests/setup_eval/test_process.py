@@ -74,12 +74,11 @@ class Task:
 '''
 
 
-def test_a_deadline_kills_the_osworld_process_and_everything_it_started(tmp_path: Path) -> None:
+def test_a_deadline_kills_the_osworld_process_and_everything_it_started(tmp_path: Path,
+                                                                       evaluator_python: Path) -> None:
     (tmp_path / "tasks").mkdir()
     (tmp_path / "tasks" / "task_slow.py").write_text(SLOW_SETUP)
-    from hcu.osworld.osworld_bridge.process import resolve_python
-
-    process = OSWorldProcess(resolve_python(None), work_dir=tmp_path / "w")
+    process = OSWorldProcess(evaluator_python, work_dir=tmp_path / "w")
     process.open(guest={"host": "127.0.0.1", "api": 9, "cdp": 9, "vnc": 9, "vlc": 9},
                  cache_dir=str(tmp_path / "cache"), client_password="pw", offline=True)
     try:
