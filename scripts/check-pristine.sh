@@ -56,7 +56,7 @@ build_image() (  # $1 = rev label; a subshell, so its EXIT trap cleans up
     hcu-pristine-debian12:base sh -c 'apt-get update -q && apt-get install -y -q make git python3 ca-certificates' \
     >"$work/apt.log" 2>&1 || { tail -30 "$work/apt.log" >&2; echo "check-pristine: apt-get install failed" >&2; exit 1; }
   docker commit -c "LABEL hcu.pristine.rev=$1" -c 'CMD ["bash"]' "hcu-pristine-build-$$" "$image" >/dev/null
-  docker image rm hcu-pristine-debian12:base >/dev/null
+  docker rm "hcu-pristine-build-$$" >/dev/null && docker image rm hcu-pristine-debian12:base >/dev/null
   echo "check-pristine: built $image (rev $1)"
 )
 
