@@ -18,9 +18,15 @@
 #     rules the host already has, so nothing changes); /dev/kvm for QEMU guests.
 # The checkout lives in a host folder (HCU_PRISTINE_DIR, default /work/pristine-run) mounted at the same path,
 # so any path the run hands to the host's engine is valid there too. Each run clones afresh (HCU_PRISTINE_KEEP=1
-# reuses the previous clone's untracked files: venv, artifacts, build cache). Nothing of this host's pip, npm
-# or apt configuration enters the container: it reaches PyPI, npm and Debian's archive directly, as a
-# pristine machine does.
+# reuses the previous clone's untracked files: venv, artifacts, build cache).
+#
+# Registries: the container reaches Debian's archive, PyPI and npm over the host's network. Here that network
+# intercepts TLS with a CA of its own, which this host trusts (its local CAs, /usr/local/share/ca-certificates)
+# and a pristine Debian does not: pip then fails with CERTIFICATE_VERIFY_FAILED. So when the host has local CAs,
+# the run adds them to the container's trust store (update-ca-certificates) before `make`, and nothing more:
+# Debian's pip, the venv's pip and Debian's npm all use that store. None of this host's pip, npm or apt
+# configuration enters the container (/etc/pip.conf, /etc/xdg/pip's constraints and root's find-links to local
+# wheel folders are not needed). HCU_PRISTINE_HOST_CA=0 leaves the store pristine (a host with direct access).
 set -euo pipefail
 
 target=${1:-demo}
@@ -76,12 +82,15 @@ else
 fi
 echo "check-pristine: make $target in $image on $(git -C "$checkout" log --oneline -1)"
 
-kvm=()
-[[ -e /dev/kvm ]] && kvm=(--device /dev/kvm)
+extra=()
+[[ -e /dev/kvm ]] && extra+=(--device /dev/kvm)
+if [[ "${HCU_PRISTINE_HOST_CA:-1}" == 1 ]] && compgen -G '/usr/local/share/ca-certificates/*.crt' >/dev/null; then
+  extra+=(-v /usr/local/share/ca-certificates:/usr/local/share/ca-certificates:ro)
+fi
 t0=$SECONDS
 status=0
-docker run --rm --init --name "hcu-pristine-$$" --network host --cap-add NET_ADMIN "${kvm[@]}" \
+docker run --rm --init --name "hcu-pristine-$$" --network host --cap-add NET_ADMIN "${extra[@]}" \
   -v /var/run/docker.sock:/var/run/docker.sock -v "$dir:$dir" -w "$checkout" \
-  "$image" make "$target" || status=$?
+  "$image" sh -c 'update-ca-certificates >/dev/null && exec make "$1"' sh "$target" || status=$?
 echo "check-pristine: make $target exited $status after $((SECONDS - t0)) s"
 exit "$status"
