@@ -91,6 +91,7 @@ t0=$SECONDS
 status=0
 docker run --rm --init --name "hcu-pristine-$$" --network host --cap-add NET_ADMIN "${extra[@]}" \
   -v /var/run/docker.sock:/var/run/docker.sock -v "$dir:$dir" -w "$checkout" \
-  "$image" sh -c 'update-ca-certificates >/dev/null && exec make "$1"' sh "$target" || status=$?
+  "$image" sh -c 'update-ca-certificates >/dev/null 2>&1 || { echo "update-ca-certificates failed" >&2; exit 1; }
+                exec make "$1"' sh "$target" || status=$?
 echo "check-pristine: make $target exited $status after $((SECONDS - t0)) s"
 exit "$status"
