@@ -13,8 +13,9 @@ set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 
 # python3-venv: the venv; docker.io: the engine; iptables, iproute2: isolation and the bridge address;
-# debootstrap: the test desktop's base; qemu-utils: qcow2 overlays of the official guest; xvfb: a display.
-pkgs=(python3-venv docker.io iptables iproute2 debootstrap qemu-utils xvfb)
+# debootstrap: the test desktop's base; qemu-utils: qcow2 overlays of the official guest; xvfb: a display;
+# libatomic1: the node binary inside PyPI's playwright wheel (OSWorld's setup code drives Chrome with it).
+pkgs=(python3-venv docker.io iptables iproute2 debootstrap qemu-utils xvfb libatomic1)
 # npm packs the agent CLIs; a node that is already installed (any origin, e.g. nodesource) is kept.
 command -v npm >/dev/null || pkgs+=(nodejs npm)
 missing=()
