@@ -17,8 +17,9 @@
 #   - NET_ADMIN: setup-host.sh checks/adds its guest-isolation iptables rules in the host's namespace (the same
 #     rules the host already has, so nothing changes); /dev/kvm for QEMU guests.
 # The checkout lives in a host folder (HCU_PRISTINE_DIR, default /work/pristine-run) mounted at the same path,
-# so any path the run hands to the host's engine is valid there too. Each run clones afresh (HCU_PRISTINE_KEEP=1
-# reuses the previous clone's untracked files: venv, artifacts, build cache).
+# so any path the run hands to the host's engine is valid there too; no shared/ lies beside it, as on a user's
+# machine. Each run clones afresh (HCU_PRISTINE_KEEP=1 reuses the previous clone's untracked files: venv,
+# artifacts, build cache).
 #
 # Registries: the container reaches Debian's archive, PyPI and npm over the host's network. Here that network
 # intercepts TLS with a CA of its own, which this host trusts (its local CAs, /usr/local/share/ca-certificates)
