@@ -128,7 +128,8 @@ def task_file_hashes(config: RunConfig) -> dict[str, dict[str, Any]]:
 
 def guest_identity(config: RunConfig, cache_path: Path) -> dict[str, Any]:
     if config.guest_image is not None:
-        return _file_identity(config.guest_image, cache_path)
+        return {**_file_identity(config.guest_image, cache_path),
+                "docker_image": docker_image_identity(config.guest_docker_image)}
     image = str(config.test_desktop_image)
     try:
         with contextlib.closing(docker_client(HEALTHZ_TIMEOUT_SEC)) as client:
@@ -136,6 +137,17 @@ def guest_identity(config: RunConfig, cache_path: Path) -> dict[str, Any]:
     except Exception as exc:  # a missing image or engine is recorded, not fatal: the runner will say more
         return {"container_image": image, "error": type(exc).__name__}
     return {"container_image": image, "id": found.id, "repo_digests": found.attrs.get("RepoDigests", [])}
+
+
+def docker_image_identity(reference: str) -> dict[str, Any]:
+    """The QEMU container image pinned (pulled now when absent, so every attempt of the run finds it)."""
+    from hcu.osworld.guest.container_image import resolve
+
+    try:
+        with contextlib.closing(docker_client()) as client:
+            return resolve(client, reference, pull=True).model_dump()
+    except Exception as exc:  # recorded, not fatal: the first attempt's guest start reports it in full
+        return {"reference": reference, "error": type(exc).__name__}
 
 
 def agent_files(config: RunConfig) -> dict[str, Path]:
