@@ -22,7 +22,7 @@ from tests.guest.conftest import QEMU_RUNNER_IMAGE
 from tests.run_task.conftest import RENAME_MATCH, RENAME_TASK, TASKS_DIR, policy
 from tests.session import unique_run_id
 
-pytestmark = [pytest.mark.docker, pytest.mark.kvm, pytest.mark.artifacts]
+pytestmark = [pytest.mark.docker, pytest.mark.kvm, pytest.mark.artifacts, pytest.mark.timeout(1800)]
 
 PHASES = ["load", "boot", "isolate", "upload", "setup", "probe", "agent", "evaluate", "collect", "cleanup"]
 RENAME = [  # a look at the VM's screen, then the rename through the code channel (no GUI timing under TCG)

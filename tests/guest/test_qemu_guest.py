@@ -32,7 +32,7 @@ from hcu.osworld.guest.removal import cleanup
 from tests.guest.conftest import QEMU_RUNNER_IMAGE
 from tests.guest.waiting import wait_for
 
-pytestmark = [pytest.mark.docker, pytest.mark.kvm]
+pytestmark = [pytest.mark.docker, pytest.mark.kvm, pytest.mark.timeout(1200)]  # the first test waits for the boot
 
 VOLUME_GB = 64  # OSWorld V1's volume_size, the stand-in disk's virtual size
 READINESS = ["image checked", "resources created", "container running", "api answers", "desktop painted",
