@@ -1,7 +1,8 @@
 """Guest lifecycle: one container per attempt, gated on readiness, removed with everything it made.
 
-Two kinds share one code path: the official OSWorld guest (`happysixd/osworld-docker`: QEMU/KVM booting a
-per-attempt qcow2 overlay of the guest image) and the locally built test desktop. Every resource is labelled
+Two kinds share one code path: the official OSWorld guest (`happysixd/osworld-docker`, or any image with its
+contract such as the local QEMU stand-in: QEMU/KVM booting a per-attempt qcow2 overlay of the guest image) and the
+locally built test desktop. Every resource is labelled
 with the attempt id, or registered under the state dir before it is created, so `cleanup` finds it after a
 crash. Ports are published on the bridge address only.
 """

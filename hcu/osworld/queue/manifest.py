@@ -24,6 +24,7 @@ from hcu import REPO_ROOT
 from hcu.osworld.attempt.lease import current_host
 from hcu.osworld.defaults import AGENTS
 from hcu.osworld.errors import RETRY_POLICY
+from hcu.osworld.guest.container_image import resolve
 from hcu.osworld.guest.docker_engine import docker_client
 from hcu.osworld.queue.config import RunConfig, TaskSpec
 from hcu.record_io import Record, write_json, write_record
@@ -141,8 +142,6 @@ def guest_identity(config: RunConfig, cache_path: Path) -> dict[str, Any]:
 
 def docker_image_identity(reference: str) -> dict[str, Any]:
     """The QEMU container image pinned (pulled now when absent, so every attempt of the run finds it)."""
-    from hcu.osworld.guest.container_image import resolve
-
     try:
         with contextlib.closing(docker_client()) as client:
             return resolve(client, reference, pull=True).model_dump()
