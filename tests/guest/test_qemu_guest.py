@@ -119,6 +119,9 @@ def test_the_runner_honours_the_official_container_contract(pair: Pair) -> None:
     # the container runs the pinned image: a local build has no registry digest, so its id
     assert attrs["Config"]["Image"] == attrs["Image"] == guest.container_image.id
     assert guest.container_image.reference == QEMU_RUNNER_IMAGE
+    # CPU_CORES and RAM_SIZE as the VM sees them
+    cores, mem_kib = run(guest, "nproc; awk '/^MemTotal/ { print $2 }' /proc/meminfo").split()
+    assert int(cores) == 2 and 1.5 * (1 << 20) < int(mem_kib) <= 2 * (1 << 20)
     # DISK_SIZE: a blank data disk beside the boot disk, as in the official image's lineage
     assert run(guest, "lsblk -bdno NAME,SIZE | sort").split() == ["vda", str(VOLUME_GB * GIB), "vdb", str(64 * GIB)]
 
