@@ -47,15 +47,15 @@ class GuestSettings(Settings):
     """The official guest qcow2, booted on a per-attempt overlay (exactly one of this and test_desktop)."""
     test_desktop: str | Literal[True] | None = None
     """Run on the locally built test desktop: an image reference, or true (the bare flag) for the default."""
-    guest_docker_image: str = Field(default=GUEST.qemu_docker_image, min_length=1)
-    """The container image that boots guest_image with QEMU: the official one, or a local stand-in with its
-    contract (`make qemu-guest`); pulled when absent, then pinned by digest (or image id)."""
     volume_size: int | None = Field(default=None, ge=1)
     """Guest disk in GiB, at most the image's virtual size; default: the benchmark version's."""
     ram_size: str = Field(default=GUEST.ram_size, pattern=SIZE)
     """Guest memory with its unit (4G, 8192M)."""
     client_password: str | None = None
     """The guest user's sudo password; default: the benchmark version's."""
+    guest_docker_image: str = Field(default=GUEST.qemu_docker_image, min_length=1)
+    """The container image that boots guest_image with QEMU: the official one, or a local stand-in with its
+    contract (`make qemu-guest`); pulled when absent, then pinned by digest (or image id)."""
 
     @model_validator(mode="after")
     def _one_guest(self) -> GuestSettings:

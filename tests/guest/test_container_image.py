@@ -4,18 +4,20 @@ it, and its record in a run's manifest."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+import uuid
 from pathlib import Path
 
 import docker.errors
+import orjson
 import pytest
 
 from hcu.osworld.guest.container_image import repository, resolve
 from hcu.osworld.guest.docker_engine import docker_client
 from hcu.osworld.guest.lifecycle import GuestSpec
-from hcu.osworld.queue.config import RunConfig
-from hcu.osworld.queue.manifest import guest_identity
+from hcu.osworld.queue.config import load_config
+from hcu.osworld.queue.manifest import ManifestMismatch, docker_image_identity, record_start
 from hcu.osworld.settings import GuestSettings
+from tests.guest.conftest import QEMU_RUNNER_IMAGE
 
 
 @pytest.mark.parametrize(
@@ -51,17 +53,41 @@ def test_a_local_image_is_pinned_by_its_id(test_desktop_image: str) -> None:
 
 
 @pytest.mark.docker
-def test_the_manifest_records_the_qemu_container_image(
-    test_desktop_image: str, make_qcow2: Callable[[str, str], Path], tmp_path: Path
+def test_the_manifest_pins_the_qemu_container_image_from_the_first_start_that_finds_it(
+    test_desktop_image: str, qemu_guest_disk: Path, tmp_path: Path
 ) -> None:
-    """Any local image stands in for the QEMU one here: the manifest only resolves and records it."""
-    image = make_qcow2("guest.qcow2", "1G")
-    config = RunConfig.model_validate({
-        "agent": "codex", "tasks": ["t"], "guest_image": str(image), "guest_docker_image": test_desktop_image,
-    })
-    identity = guest_identity(config, tmp_path / "sha-cache.json")
-    assert identity["path"] == str(image) and identity["sha256"]
+    """A run may start before its first attempt pulls the image; from then on the image is pinned by id. Local
+    tags stand in for a pull here (no registry is reachable)."""
+    reference = f"hcu-test-pin-{uuid.uuid4().hex[:8]}:v1"
+    config = load_config(write_config(tmp_path, {"guest_image": str(qemu_guest_disk),
+                                                 "guest_docker_image": reference}))
     with contextlib.closing(docker_client()) as client:
-        assert identity["docker_image"] == {
-            "reference": test_desktop_image, "id": client.images.get(test_desktop_image).id, "repo_digest": None,
-        }
+        try:
+            assert record_start(config).guest_docker_image == {"reference": reference, "error": "ImageNotFound"}
+            client.images.get(test_desktop_image).tag(reference)  # "pulled" by the first attempt
+            pinned = record_start(config).guest_docker_image
+            assert pinned == {"reference": reference, "id": client.images.get(test_desktop_image).id,
+                              "repo_digest": None}
+            client.images.get(QEMU_RUNNER_IMAGE).tag(reference)  # the tag moved under the run
+            with pytest.raises(ManifestMismatch, match="guest_docker_image changed"):
+                record_start(config)
+            stored = orjson.loads((config.run_dir / "manifest.json").read_bytes())
+            assert stored["guest_docker_image"] == pinned and len(stored["starts"]) == 2
+        finally:
+            client.images.remove(reference)
+
+
+def test_the_test_desktop_has_no_qemu_container_image(tmp_path: Path) -> None:
+    config = load_config(write_config(tmp_path, {"test_desktop": True}))
+    assert docker_image_identity(config) is None
+
+
+def write_config(tmp_path: Path, guest: dict[str, object]) -> Path:
+    artifacts = tmp_path / "artifacts"
+    artifacts.mkdir(exist_ok=True)
+    (artifacts / "codex").write_bytes(b"cli")
+    body = {"agent": "codex", "tasks": [{"id": "t1", "task_domain": "os"}], "artifact_dir": "artifacts",
+            "results_dir": "runs", "gateway": "http://127.0.0.1:9", **guest}
+    path = tmp_path / "run.json"
+    path.write_bytes(orjson.dumps(body))
+    return path
