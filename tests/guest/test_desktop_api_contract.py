@@ -48,8 +48,14 @@ def test_platform_cursor_and_desktop_path(desktop_guest: Guest) -> None:
 
 
 def test_accessibility_tree_lists_the_test_app(desktop_guest: Guest) -> None:
-    tree = get(desktop_guest, "/accessibility").json()["AT"]
-    assert tree.startswith("<desktop-frame") and "HCU Test App" in tree
+    """Readiness promises a painted screen, not the app's accessibility registration, which may come a moment later."""
+
+    def tree_with_the_app() -> str | None:
+        tree = get(desktop_guest, "/accessibility").json()["AT"]
+        return tree if "HCU Test App" in tree else None
+
+    tree = wait_for(tree_with_the_app, what="the test app in the accessibility tree")
+    assert tree.startswith("<desktop-frame")
 
 
 def test_list_directory(desktop_guest: Guest) -> None:
