@@ -53,6 +53,9 @@ class GuestSettings(Settings):
     """Guest memory with its unit (4G, 8192M)."""
     client_password: str | None = None
     """The guest user's sudo password; default: the benchmark version's."""
+    guest_docker_image: str = Field(default=GUEST.qemu_docker_image, min_length=1)
+    """The container image that boots guest_image with QEMU: the official one, or a local stand-in with its
+    contract (`make qemu-guest`); pulled when absent, then pinned by digest (or image id)."""
 
     @model_validator(mode="after")
     def _one_guest(self) -> GuestSettings:

@@ -195,6 +195,7 @@ class _Attempt:
         self.meta["guest"] = {
             "spec": spec.model_dump(mode="json", exclude={"client_password"}),
             "container_id": g.container_id, "host": g.host, "ports": g.ports.model_dump(),
+            "container_image": g.container_image.model_dump(),
             "readiness": [s.model_dump(mode="json") for s in g.readiness],
         }
 
