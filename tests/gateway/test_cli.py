@@ -38,7 +38,7 @@ BAD_OPENAI = [
     (["--upstreams", "r1@"], "--upstreams"),
     (["--upstreams", "r1:99999"], "--upstreams"),
     (["--upstreams", "ok.host,bad host"], "--upstreams"),
-    (["--upstreams", "h", "--upstream-kind", "openai"], "--upstream-token"),
+    (["--upstreams", "h", "--upstream-kind", "openai"], "OSW_OPENAI_UPSTREAM_TOKEN"),
     (["--upstreams", "h", "--upstream-kind", "gcp"], "--upstream-kind"),
     (["--upstreams", "h", "--upstream-token", "t", "--pin-resources", "a,,b"], "--pin-resources"),
     (["--upstreams", "h", "--upstream-token", "t", "--rate-limit-max-wait", "-1"], "--rate-limit-max-wait"),
@@ -222,7 +222,7 @@ async def test_no_credential_in_any_file_healthz_error_body_or_log(tmp_path, ups
         "success",
         "refused_budget",
         "free",
-        "failed",
+        "invalid_request",
     ]
     assert all(r.headers["x-api-key"] == SECRET for r in upstream.state.requests)
     assert "rate-limited" in stderr.read_text()  # the wait was logged ...
