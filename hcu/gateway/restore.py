@@ -3,8 +3,10 @@
 A million rows must restore in seconds, so rows are not validated as `TokenLogRow`s: the log is read in
 chunks, and each row the gateway wrote is split on `,"` into its leading fields. That split is exact because
 the gateway writes rows with orjson in `TokenLogRow`'s field order, and inside a JSON string every quote is
-escaped, so `,"` only ever appears between fields. A row that does not look exactly like that (a torn line,
-hand edits, an older writer) is parsed with orjson instead, and skipped with a warning when unreadable.
+escaped, so `,"` only ever appears between fields. A complete row ends with `}`; the writer never leaves a
+torn row that does (it truncates a failed write, and ends a crash's torn line with TORN_LINE_END). A row that
+does not look exactly like the writer's (a torn line, hand edits, an older writer) is parsed with orjson
+instead, and skipped with a warning when unreadable.
 """
 
 from __future__ import annotations
@@ -22,7 +24,11 @@ log = logging.getLogger(__name__)
 CHUNK_BYTES = 16 * 1024 * 1024
 TRACKED = frozenset({"success", "failed", "rate_limited", "refused_budget", "disconnected"})
 """Outcomes of generations: the only rows that carry per-task state."""
-_OUTCOMES = {f'outcome":"{o}"'.encode(): o for o in TRACKED}
+UNTRACKED = frozenset({"free", "refused_route", "invalid_request", "refused_log"})
+_OUTCOMES: dict[bytes, str | None] = {  # None: a known outcome that carries no task state
+    **{f'outcome":"{o}"'.encode(): o for o in TRACKED},
+    **{f'outcome":"{o}"'.encode(): None for o in UNTRACKED},
+}
 _COUNTED = {b'counted":true': True, b'counted":false': False}
 _WAIT_KEY = b'"rate_limit_wait_sec":'
 _NO_WAIT = b'"rate_limit_wait_sec":0.0,'
@@ -34,57 +40,112 @@ class Restored:
 
     tasks: dict[str, TaskState] = field(default_factory=dict)
     placements: dict[str, tuple[str, str | None]] = field(default_factory=dict)
-    """Task -> (upstream resource, deployment) of its last contacted upstream."""
+    """Task -> (upstream resource, deployment) of its last generation."""
     rows: int = 0
     skipped: int = 0
 
 
+class _Reader:
+    """State while reading: per task key (the raw `task":"<id>"` field) its state and the fields of its last
+    row, decoded once per task at the end rather than once per row."""
+
+    def __init__(self) -> None:
+        self.states: dict[bytes, TaskState] = {}
+        self.last: dict[bytes, list[bytes]] = {}
+        self.out = Restored()
+
+    def scan(self, lines: list[bytes]) -> None:
+        states, last, outcomes, counted_of = self.states, self.last, _OUTCOMES, _COUNTED
+        rows = 0
+        for line in lines:
+            p = line.split(b',"', 11)
+            outcome = outcomes.get(p[8], False) if len(p) == 12 and line[-1:] == b"}" else False
+            counted = counted_of.get(p[9]) if outcome is not False else None
+            if counted is None:
+                if line.strip():
+                    self.slow(line)
+                continue
+            rows += 1
+            if outcome is None:
+                continue  # a call that carries no task state (free, refused, invalid)
+            task = p[1]
+            st = states.get(task)
+            if st is None:
+                if not _plain_row(p):
+                    rows -= 1
+                    self.slow(line)
+                    continue
+                st = states[task] = TaskState()
+            st.record(outcome, counted, True)  # type: ignore[arg-type]
+            if _NO_WAIT not in p[11]:
+                _add_wait(st, _wait_of(p[11]))
+            last[task] = p
+        self.out.rows += rows
+
+    def slow(self, line: bytes) -> None:
+        """A row in any JSON layout: checked field by field, skipped when it is not a row."""
+        try:
+            row = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            row = None
+        row = row if isinstance(row, dict) else {}
+        task, outcome, counted, at = row.get("task"), row.get("outcome"), row.get("counted"), row.get("time")
+        wait = row.get("rate_limit_wait_sec", 0.0)
+        if not (isinstance(task, str) and outcome in TRACKED | UNTRACKED and isinstance(counted, bool)
+                and isinstance(at, (int, float)) and isinstance(wait, (int, float))):
+            self.out.skipped += 1
+            log.warning("token log: skipping an unreadable line (%d bytes)", len(line))
+            return
+        self.out.rows += 1
+        if outcome in UNTRACKED:
+            return
+        key = orjson.dumps(task)  # the same key a plain row of this task has: task":"<id>"
+        key = b'task":' + key
+        st = self.states.setdefault(key, TaskState())
+        st.record(outcome, counted, generation=True)
+        _add_wait(st, float(wait))
+        upstream, deployment = row.get("upstream"), row.get("deployment")
+        self.last[key] = [b'{"time":' + orjson.dumps(at), key, b"", b'upstream":' + orjson.dumps(upstream),
+                          b'deployment":' + orjson.dumps(deployment)]
+
+    def result(self) -> Restored:
+        out = self.out
+        for key, st in self.states.items():
+            task = orjson.loads(key[6:])
+            p = self.last[key]
+            st.last_activity_at = float(p[0][8:])
+            upstream, deployment = orjson.loads(p[3][10:]), orjson.loads(p[4][12:])
+            out.tasks[task] = st
+            if isinstance(upstream, str):
+                out.placements[task] = (upstream, deployment if isinstance(deployment, str) else None)
+        return out
+
+
 def restore(path: Path) -> Restored:
     """Read the whole log at `path` (nothing when it does not exist)."""
-    states: dict[bytes, TaskState] = {}
-    places: dict[bytes, tuple[bytes, bytes]] = {}
-    out = Restored()
+    reader = _Reader()
     if not path.exists():
-        return out
+        return reader.out
     with path.open("rb") as f:
         rest = b""
         while chunk := f.read(CHUNK_BYTES):
             lines = (rest + chunk).split(b"\n")
             rest = lines.pop()
-            _scan(lines, states, places, out)
+            reader.scan(lines)
         if rest.strip():
-            _scan([rest], states, places, out)
-    out.tasks = {task.decode(): st for task, st in states.items()}
-    out.placements = {task.decode(): (up.decode(), dep.decode() if dep else None) for task, (up, dep) in
-                      places.items()}
-    return out
+            reader.slow(rest)  # a last line without its newline: torn by a crash unless it parses whole
+    return reader.result()
 
 
-def _scan(lines: list[bytes], states: dict[bytes, TaskState], places: dict[bytes, tuple[bytes, bytes]],
-          out: Restored) -> None:
-    for line in lines:
-        p = line.split(b',"', 11)
-        if (len(p) == 12 and p[0][:8] == b'{"time":' and p[1][:7] == b'task":"' and p[3][:10] == b'upstream":'
-                and p[4][:12] == b'deployment":' and p[8][:10] == b'outcome":"' and p[9] in _COUNTED
-                and b"\\" not in p[1]):
-            outcome = _OUTCOMES.get(p[8])
-            wait = 0.0 if _NO_WAIT in p[11] else _wait_of(p[11])
-            if outcome is None and wait is not None:
-                out.rows += 1  # a call that carries no task state (free, refused, invalid)
-                continue
-            try:
-                at = float(p[0][8:])
-            except ValueError:
-                wait = None
-            if wait is not None:
-                out.rows += 1
-                task = p[1][7:-1]
-                _apply(states, task, outcome, _COUNTED[p[9]], wait, at)
-                if p[3] != b'upstream":null':
-                    places[task] = (p[3][11:-1], p[4][13:-1] if p[4] != b'deployment":null' else b"")
-                continue
-        if line.strip():
-            _slow(line, states, places, out)
+def _plain_row(p: list[bytes]) -> bool:
+    """The leading fields of a row as the gateway writes them (checked once per task)."""
+    try:
+        float(p[0][8:])
+        orjson.loads(p[1][6:]), orjson.loads(p[3][10:]), orjson.loads(p[4][12:])
+    except (ValueError, orjson.JSONDecodeError):
+        return False
+    return (p[0].startswith(b'{"time":') and p[1].startswith(b'task":"') and p[3].startswith(b'upstream":')
+            and p[4].startswith(b'deployment":') and _wait_of(p[11]) is not None)
 
 
 def _wait_of(tail: bytes) -> float | None:
@@ -99,38 +160,7 @@ def _wait_of(tail: bytes) -> float | None:
         return None
 
 
-def _apply(states: dict[bytes, TaskState], task: bytes, outcome: str, counted: bool, wait: float,
-           at: float) -> None:
-    st = states.get(task)
-    if st is None:
-        st = states[task] = TaskState()
-    st.record(outcome, counted, generation=True)  # type: ignore[arg-type]
-    if wait > 0:
+def _add_wait(st: TaskState, wait: float | None) -> None:
+    if wait:
         st.rate_limit_wait_sec += wait
         st.rate_limit_waits += 1
-    st.last_activity_at = at
-
-
-def _slow(line: bytes, states: dict[bytes, TaskState], places: dict[bytes, tuple[bytes, bytes]],
-          out: Restored) -> None:
-    """A row in any JSON layout: checked field by field, skipped when it is not a row."""
-    try:
-        row = orjson.loads(line)
-    except orjson.JSONDecodeError:
-        row = None
-    task, outcome = (row.get("task"), row.get("outcome")) if isinstance(row, dict) else (None, None)
-    counted, at = (row.get("counted"), row.get("time")) if isinstance(row, dict) else (None, None)
-    wait = row.get("rate_limit_wait_sec", 0.0) if isinstance(row, dict) else None
-    if not (isinstance(task, str) and isinstance(outcome, str) and isinstance(counted, bool)
-            and isinstance(at, (int, float)) and isinstance(wait, (int, float))):
-        out.skipped += 1
-        log.warning("token log: skipping an unreadable line (%d bytes)", len(line))
-        return
-    out.rows += 1
-    if outcome not in TRACKED:
-        return
-    key = task.encode()
-    _apply(states, key, outcome, counted, float(wait), float(at))
-    upstream, deployment = row.get("upstream"), row.get("deployment")
-    if isinstance(upstream, str):
-        places[key] = (upstream.encode(), deployment.encode() if isinstance(deployment, str) else b"")

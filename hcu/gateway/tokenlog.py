@@ -35,6 +35,8 @@ Outcome = Literal[
     "invalid_request",
     "refused_log",
 ]
+TORN_LINE_END = b"\t(torn)\n"
+"""Ends a line a crash left unfinished, so no reader can take it for a complete row."""
 MAX_PENDING_ROWS = 100_000
 """Rows of uncharged requests kept in memory while the log cannot be written; rows of generations that used
 or held a budget slot are always kept."""
@@ -147,15 +149,22 @@ class TokenLog:
         return True
 
     def _write(self, row: bytes) -> None:
-        data = b"\n" + row if self._torn else row
+        data = TORN_LINE_END + row if self._torn else row
         written = 0
         try:
             while written < len(data):
                 written += os.write(self._fd, data[written:])
+        except OSError:
+            if written:  # take the fragment back; if even that fails, end it as torn before the next row
+                try:
+                    os.ftruncate(self._fd, self._size)
+                    written = 0
+                except OSError:
+                    self._torn = True
+            raise
         finally:
             self._size += written
-            if written:
-                self._torn = written < len(data) or not data.endswith(b"\n")
+        self._torn = False
 
     def _check_file(self) -> None:
         """The path still names the file we append to, at least as long as we made it."""
