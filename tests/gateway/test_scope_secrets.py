@@ -3,6 +3,7 @@ guests cannot mint budgets, read or end another task; without one, any placehold
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import stat
@@ -16,6 +17,10 @@ from google.genai import errors as genai_errors
 from google.genai import types
 
 from hcu.gateway.scope_secret import ScopeKeyError, key_id, load_or_create_key, scope_secret
+from hcu.osworld.agents.base import PLACEHOLDER_TOKEN
+from hcu.osworld.attempt.gateway_health import gateway_health
+from hcu.osworld.attempt.scope_credential import check_scope_key, gateway_credential
+from hcu.osworld.errors import GatewayError
 from hcu.scripted.replies import HttpFault
 
 from .conftest import PLACEHOLDER
@@ -110,3 +115,25 @@ async def test_without_a_key_file_any_placeholder_is_accepted(upstream, make_gat
         assert (await sdk.responses.create(model="m", input="x")).output_text == "ok"
     assert (await gw.task_view("open.a1"))["calls_used"] == 3
     assert (await gw.health())["scope_secrets"] is False
+
+
+async def test_the_runner_issues_the_secret_the_gateway_expects(upstream, make_gateway, key_file):
+    """The runner's half: the credential it renders for an attempt is the one the gateway serves, it checks the
+    gateway's key before any model call, reads the scope's state with it, and keeps it out of evidence."""
+    gw = await make_gateway("openai", scope_key_file=key_file)
+    credential = gateway_credential(key_file, "task-9.a2")
+    sdk = openai.AsyncOpenAI(base_url=f"{gw.url}/t/task-9.a2/v1", api_key=credential.token, max_retries=0)
+    assert (await sdk.responses.create(model="m", input="x")).output_text == "ok"
+    health = await gw.health()
+    assert check_scope_key(health, credential, gw.url) is None
+    view = await asyncio.to_thread(gateway_health, gw.url, task="task-9.a2", secret=credential.secret)
+    assert view.task.calls_used == 1
+    with pytest.raises(GatewayError, match="another scope key"):
+        check_scope_key(health, gateway_credential(key_file.with_name("other.key"), "task-9.a2"), gw.url)
+    with pytest.raises(GatewayError, match="--scope-key-file"):
+        check_scope_key(health, gateway_credential(None, "task-9.a2"), gw.url)
+    assert "not protected" in check_scope_key({"scope_secrets": False}, credential, gw.url)
+    shown = credential.redact(f"env: HCU_GATEWAY_TOKEN={credential.token}\n".encode())
+    assert shown == b"env: HCU_GATEWAY_TOKEN=[scope secret]\n"
+    assert credential.token not in repr(credential)
+    assert gateway_credential(None, "task-9.a2").token == PLACEHOLDER_TOKEN
