@@ -11,6 +11,7 @@ instead, and skipped with a warning when unreadable.
 
 from __future__ import annotations
 
+import gc
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,7 +52,7 @@ class _Reader:
 
     def __init__(self) -> None:
         self.states: dict[bytes, TaskState] = {}
-        self.last: dict[bytes, list[bytes]] = {}
+        self.last: dict[bytes, tuple[bytes, bytes, bytes]] = {}
         self.out = Restored()
 
     def scan(self, lines: list[bytes]) -> None:
@@ -79,7 +80,7 @@ class _Reader:
             st.record(outcome, counted, True)  # type: ignore[arg-type]
             if _NO_WAIT not in p[11]:
                 _add_wait(st, _wait_of(p[11]))
-            last[task] = p
+            last[task] = (p[0], p[3], p[4])  # time, upstream, deployment: the rest of the row is freed now
         self.out.rows += rows
 
     def slow(self, line: bytes) -> None:
@@ -99,22 +100,25 @@ class _Reader:
         self.out.rows += 1
         if outcome in UNTRACKED:
             return
-        key = orjson.dumps(task)  # the same key a plain row of this task has: task":"<id>"
-        key = b'task":' + key
+        key = b'task":' + orjson.dumps(task)  # the key a plain row of this task has: task":"<id>"
         st = self.states.setdefault(key, TaskState())
         st.record(outcome, counted, generation=True)
         _add_wait(st, float(wait))
         upstream, deployment = row.get("upstream"), row.get("deployment")
-        self.last[key] = [b'{"time":' + orjson.dumps(at), key, b"", b'upstream":' + orjson.dumps(upstream),
-                          b'deployment":' + orjson.dumps(deployment)]
+        self.last[key] = (b'{"time":' + orjson.dumps(at), b'upstream":' + orjson.dumps(upstream),
+                          b'deployment":' + orjson.dumps(deployment))
 
     def result(self) -> Restored:
         out = self.out
         for key, st in self.states.items():
-            task = orjson.loads(key[6:])
-            p = self.last[key]
-            st.last_activity_at = float(p[0][8:])
-            upstream, deployment = orjson.loads(p[3][10:]), orjson.loads(p[4][12:])
+            task = key[7:-1].decode() if b"\\" not in key else orjson.loads(key[6:])  # escapes: slow rows only
+            at, upstream_field, deployment_field = self.last[key]
+            try:
+                st.last_activity_at = float(at[8:])
+                upstream, deployment = orjson.loads(upstream_field[10:]), orjson.loads(deployment_field[12:])
+            except (ValueError, orjson.JSONDecodeError):
+                upstream = deployment = None
+                log.warning("token log: task %s: unreadable time or upstream in its last row", task)
             out.tasks[task] = st
             if isinstance(upstream, str):
                 out.placements[task] = (upstream, deployment if isinstance(deployment, str) else None)
@@ -126,26 +130,27 @@ def restore(path: Path) -> Restored:
     reader = _Reader()
     if not path.exists():
         return reader.out
-    with path.open("rb") as f:
-        rest = b""
-        while chunk := f.read(CHUNK_BYTES):
-            lines = (rest + chunk).split(b"\n")
-            rest = lines.pop()
-            reader.scan(lines)
-        if rest.strip():
-            reader.slow(rest)  # a last line without its newline: torn by a crash unless it parses whole
-    return reader.result()
+    gc_was_on = gc.isenabled()
+    gc.disable()  # millions of short-lived row objects and no cycles: collections would only cost time
+    try:
+        with path.open("rb") as f:
+            rest = b""
+            while chunk := f.read(CHUNK_BYTES):
+                lines = (rest + chunk).split(b"\n")
+                rest = lines.pop()
+                reader.scan(lines)
+            if rest.strip():
+                reader.slow(rest)  # a last line without its newline: torn by a crash unless it parses whole
+        return reader.result()
+    finally:
+        if gc_was_on:
+            gc.enable()
 
 
 def _plain_row(p: list[bytes]) -> bool:
     """The leading fields of a row as the gateway writes them (checked once per task)."""
-    try:
-        float(p[0][8:])
-        orjson.loads(p[1][6:]), orjson.loads(p[3][10:]), orjson.loads(p[4][12:])
-    except (ValueError, orjson.JSONDecodeError):
-        return False
-    return (p[0].startswith(b'{"time":') and p[1].startswith(b'task":"') and p[3].startswith(b'upstream":')
-            and p[4].startswith(b'deployment":') and _wait_of(p[11]) is not None)
+    return (p[0].startswith(b'{"time":') and p[1].startswith(b'task":"') and p[1].endswith(b'"')
+            and b"\\" not in p[1] and p[3].startswith(b'upstream":') and p[4].startswith(b'deployment":'))
 
 
 def _wait_of(tail: bytes) -> float | None:
