@@ -128,6 +128,7 @@ def test_restore_reads_every_layout_the_same_way(tmp_path):
         row("d", "refused_route", False),
         row("e", "success", True, path='/v1/responses,"counted":true'),
         row("f", "rate_limited", False, rate_limit_wait_sec=1.25, deployment="d2"),
+        row('q"uote', "success", True, upstream=None),
     ]
     log = tmp_path / "tokens.jsonl"
     lines = [orjson.dumps(r) for r in rows]
@@ -142,5 +143,6 @@ def test_restore_reads_every_layout_the_same_way(tmp_path):
         "c": TaskState(failed_in_a_row=5, failed=True, last_activity_at=13.0),
         "e": TaskState(calls_used=1, last_activity_at=1.5),
         "f": TaskState(rate_limit_wait_sec=1.25, rate_limit_waits=1, last_activity_at=1.5),
+        'q"uote': TaskState(calls_used=1, last_activity_at=1.5),
     }
     assert got.placements == {"a": ("h1", None), "c": ("h1", None), "e": ("h1", None), "f": ("h1", "d2")}
