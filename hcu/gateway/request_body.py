@@ -86,11 +86,14 @@ async def read_body(request: web.Request, limit: int = MAX_BODY_BYTES) -> Reques
         raise BodyError(413, "request_too_large", f"request body of {size} bytes is larger than {limit}")
     buf = bytearray(size) if size else bytearray()
     filled = 0
+    content = request.content
     while True:
-        try:
-            chunk = await asyncio.wait_for(request.content.readany(), BODY_IDLE_TIMEOUT_SEC)
-        except asyncio.TimeoutError:
-            raise BodyError(408, "request_timeout", "the client stopped sending its request body") from None
+        chunk = content.read_nowait()  # what already arrived: a small body needs no wait (and no timer task)
+        if not chunk and not content.at_eof():
+            try:
+                chunk = await asyncio.wait_for(content.readany(), BODY_IDLE_TIMEOUT_SEC)
+            except asyncio.TimeoutError:
+                raise BodyError(408, "request_timeout", "the client stopped sending its request body") from None
         if not chunk:
             break
         end = filled + len(chunk)
