@@ -56,6 +56,13 @@ def _seconds(value: str) -> float:
     return sec
 
 
+def _positive_seconds(value: str) -> float:
+    sec = _seconds(value)
+    if sec == 0:
+        raise argparse.ArgumentTypeError(f"expected seconds > 0, got {value!r}")
+    return sec
+
+
 def parser(prog: str, multi_port: bool) -> argparse.ArgumentParser:
     p = _Parser(prog=f"python -m {prog}")
     p.add_argument("--host", required=True)
@@ -68,9 +75,9 @@ def parser(prog: str, multi_port: bool) -> argparse.ArgumentParser:
     p.add_argument("--rate-limit-max-wait", type=_seconds, default=300.0)
     p.add_argument("--scope-key-file", type=Path, help="serve a task scope only to requests carrying its secret "
                    "(an HMAC of the scope under this key; created when missing); the runner's --scope-key-file")
-    p.add_argument("--upstream-idle-timeout", type=_seconds, default=300.0,
+    p.add_argument("--upstream-idle-timeout", type=_positive_seconds, default=300.0,
                    help="longest silence from the upstream, before its headers or between stream chunks")
-    p.add_argument("--header-timeout", type=_seconds, default=15.0,
+    p.add_argument("--header-timeout", type=_positive_seconds, default=15.0,
                    help="close a client connection idle this long or still sending its request header")
     p.add_argument("--max-connections-per-peer", type=_positive_int, default=64,
                    help="open client connections allowed per peer address")

@@ -43,13 +43,14 @@ class StaticCredential:
     def __init__(self, header: str, value: str) -> None:
         self._header = header
         self._value = value
+        secret = value.removeprefix("Bearer ").strip()
+        self._secrets = (secret.encode(),) if len(secret) >= MIN_SCRUBBED_LEN else ()
 
     async def headers(self) -> dict[str, str]:
         return {self._header: self._value}
 
     def secret_values(self) -> tuple[bytes, ...]:
-        value = self._value.removeprefix("Bearer ").strip()
-        return (value.encode(),) if len(value) >= MIN_SCRUBBED_LEN else ()
+        return self._secrets
 
     def __repr__(self) -> str:
         return f"StaticCredential({self._header}=***)"

@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("hcu.gateway")
 DECIDING = (Signal.CONTENT, Signal.SUCCESS, Signal.ERROR)
+MAX_TAIL_BYTES = 1024 * 1024
+"""An unfinished last event up to this size is forwarded as it came (SSE clients discard it anyway)."""
 
 
 class ClientGone(Exception):
@@ -72,6 +74,8 @@ class StreamRelay:
                 EventTooLarge) as exc:
             log.warning("task %s: upstream stream broke (%s)", x.task, type(exc).__name__)
         tail = self.parser.rest()
+        if len(tail) > MAX_TAIL_BYTES:
+            tail = b""  # an event that never ended: not worth forwarding
         x.usage, x.response_id = watch.usage, watch.response_id
         if self.response is None:
             await self.start(b"".join([*held, tail]))

@@ -43,6 +43,9 @@ BAD_OPENAI = [
     (["--upstreams", "h", "--upstream-kind", "gcp"], "--upstream-kind"),
     (["--upstreams", "h", "--upstream-token", "t", "--pin-resources", "a,,b"], "--pin-resources"),
     (["--upstreams", "h", "--upstream-token", "t", "--rate-limit-max-wait", "-1"], "--rate-limit-max-wait"),
+    (["--upstreams", "h", "--upstream-token", "t", "--header-timeout", "0"], "--header-timeout"),
+    (["--upstreams", "h", "--upstream-token", "t", "--upstream-idle-timeout", "x"], "--upstream-idle-timeout"),
+    (["--upstreams", "h", "--upstream-token", "t", "--max-connections-per-peer", "0"], "--max-connections-per-peer"),
 ]
 
 
