@@ -47,16 +47,15 @@ class Restored:
 
 
 class _Reader:
-    """State while reading: per task key (the raw `task":"<id>"` field) its state and the fields of its last
-    row, decoded once per task at the end rather than once per row."""
+    """State while reading: per task key (the raw `task":"<id>"` field) one entry, [its state, and the raw
+    time, upstream and deployment fields of its last row], decoded once per task at the end."""
 
     def __init__(self) -> None:
-        self.states: dict[bytes, TaskState] = {}
-        self.last: dict[bytes, tuple[bytes, bytes, bytes]] = {}
+        self.entries: dict[bytes, list] = {}
         self.out = Restored()
 
     def scan(self, lines: list[bytes]) -> None:
-        states, last, outcomes, counted_of = self.states, self.last, _OUTCOMES, _COUNTED
+        entries, outcomes, counted_of = self.entries, _OUTCOMES, _COUNTED
         rows = 0
         for line in lines:
             p = line.split(b',"', 11)
@@ -69,18 +68,17 @@ class _Reader:
             rows += 1
             if outcome is None:
                 continue  # a call that carries no task state (free, refused, invalid)
-            task = p[1]
-            st = states.get(task)
-            if st is None:
+            entry = entries.get(p[1])
+            if entry is None:
                 if not _plain_row(p):
                     rows -= 1
                     self.slow(line)
                     continue
-                st = states[task] = TaskState()
-            st.record(outcome, counted, True)  # type: ignore[arg-type]
+                entry = entries[p[1]] = [TaskState(), b"", b"", b""]
+            entry[0].record(outcome, counted, True)
             if _NO_WAIT not in p[11]:
-                _add_wait(st, _wait_of(p[11]))
-            last[task] = (p[0], p[3], p[4])  # time, upstream, deployment: the rest of the row is freed now
+                _add_wait(entry[0], _wait_of(p[11]))
+            entry[1], entry[2], entry[3] = p[0], p[3], p[4]  # the rest of the row is freed now
         self.out.rows += rows
 
     def slow(self, line: bytes) -> None:
@@ -101,18 +99,16 @@ class _Reader:
         if outcome in UNTRACKED:
             return
         key = b'task":' + orjson.dumps(task)  # the key a plain row of this task has: task":"<id>"
-        st = self.states.setdefault(key, TaskState())
-        st.record(outcome, counted, generation=True)
-        _add_wait(st, float(wait))
-        upstream, deployment = row.get("upstream"), row.get("deployment")
-        self.last[key] = (b'{"time":' + orjson.dumps(at), b'upstream":' + orjson.dumps(upstream),
-                          b'deployment":' + orjson.dumps(deployment))
+        entry = self.entries.setdefault(key, [TaskState(), b"", b"", b""])
+        entry[0].record(outcome, counted, generation=True)
+        _add_wait(entry[0], float(wait))
+        entry[1:] = [b'{"time":' + orjson.dumps(at), b'upstream":' + orjson.dumps(row.get("upstream")),
+                     b'deployment":' + orjson.dumps(row.get("deployment"))]
 
     def result(self) -> Restored:
         out = self.out
-        for key, st in self.states.items():
+        for key, (st, at, upstream_field, deployment_field) in self.entries.items():
             task = key[7:-1].decode() if b"\\" not in key else orjson.loads(key[6:])  # escapes: slow rows only
-            at, upstream_field, deployment_field = self.last[key]
             try:
                 st.last_activity_at = float(at[8:])
                 upstream, deployment = orjson.loads(upstream_field[10:]), orjson.loads(deployment_field[12:])
