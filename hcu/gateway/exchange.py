@@ -19,7 +19,7 @@ from aiohttp import web
 from yarl import URL
 
 from hcu.gateway.backoff import backoff_sec, hint_from_headers
-from hcu.gateway.credentials import CLIENT_CREDENTIAL_HEADERS, CredentialError, scrub
+from hcu.gateway.credentials import CLIENT_CREDENTIAL_HEADERS, REDACTED, CredentialError, scrub
 from hcu.gateway.pool import Placement
 from hcu.gateway.provider import Signal, as_dict, loads_or_none
 from hcu.gateway.relay import ClientGone, StreamRelay
@@ -229,11 +229,11 @@ class Exchange:
         return scrub(data, self.s.provider.credential.secret_values())
 
     def response_headers(self, headers: object, drop: frozenset[str] = DROP_RESPONSE_HEADERS) -> dict[str, str]:
-        secrets = [s.decode() for s in self.s.provider.credential.secret_values()]
-        kept = {}
-        for k, v in headers.items():  # type: ignore[attr-defined]
-            if k.lower() not in drop:
-                kept[k] = "[redacted by hcu gateway]" if any(s in v for s in secrets) else v
+        kept = {k: v for k, v in headers.items() if k.lower() not in drop}  # type: ignore[attr-defined]
+        values = "\n".join(kept.values())
+        for secret in self.s.provider.credential.secret_values():
+            if secret.decode() in values:  # rare: only then look at each header
+                kept = {k: REDACTED.decode() if secret.decode() in v else v for k, v in kept.items()}
         return kept
 
     async def wait_rate_limit(self, continues_state: bool) -> bool:

@@ -108,7 +108,8 @@ class TokenLog:
         """Times the log was put back at its path after being deleted or moved away."""
         self._torn = False
         self._fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
-        self._size = os.fstat(self._fd).st_size
+        opened = os.fstat(self._fd)
+        self._identity, self._size = (opened.st_dev, opened.st_ino), opened.st_size
         if self._size and os.pread(self._fd, 1, self._size - 1) != b"\n":
             self._torn = True  # a torn last line from a crash: the next row starts on a line of its own
 
@@ -173,10 +174,9 @@ class TokenLog:
         except FileNotFoundError:
             self._put_back()
             return
-        ours = os.fstat(self._fd)
-        if (at_path.st_dev, at_path.st_ino) != (ours.st_dev, ours.st_ino):
+        if (at_path.st_dev, at_path.st_ino) != self._identity:
             raise _Replaced(f"{self.path} was replaced by another file while the gateway wrote to it")
-        if ours.st_size < self._size:
+        if at_path.st_size < self._size:
             raise _Replaced(f"{self.path} was truncated while the gateway wrote to it")
 
     def _put_back(self) -> None:
@@ -199,6 +199,8 @@ class TokenLog:
         os.close(self._fd)
         self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND)
         os.close(fd)
+        opened = os.fstat(self._fd)
+        self._identity = (opened.st_dev, opened.st_ino)
         self.restored_from_open_file += 1
         log.warning("token log %s was deleted or moved while in use; put back from the open file", self.path)
 
