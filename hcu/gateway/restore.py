@@ -121,8 +121,8 @@ class _Reader:
         return out
 
 
-def restore(path: Path) -> Restored:
-    """Read the whole log at `path` (nothing when it does not exist)."""
+def restore(path: Path, chunk_bytes: int = CHUNK_BYTES) -> Restored:
+    """Read the whole log at `path` (nothing when it does not exist), `chunk_bytes` at a time."""
     reader = _Reader()
     if not path.exists():
         return reader.out
@@ -131,7 +131,7 @@ def restore(path: Path) -> Restored:
     try:
         with path.open("rb") as f:
             rest = b""
-            while chunk := f.read(CHUNK_BYTES):
+            while chunk := f.read(chunk_bytes):
                 lines = (rest + chunk).split(b"\n")
                 rest = lines.pop()
                 reader.scan(lines)

@@ -4,6 +4,7 @@ deleted or moved while in use is put back; counters restore exactly from any log
 from __future__ import annotations
 
 import asyncio
+import random
 import resource
 import subprocess
 import sys
@@ -146,3 +147,36 @@ def test_restore_reads_every_layout_the_same_way(tmp_path):
         'q"uote': TaskState(calls_used=1, last_activity_at=1.5),
     }
     assert got.placements == {"a": ("h1", None), "c": ("h1", None), "e": ("h1", None), "f": ("h1", "d2")}
+
+
+@pytest.mark.parametrize("chunk_bytes", [700, 64 * 1024, 16 * 1024 * 1024])
+def test_restore_matches_replaying_every_row_in_order(tmp_path, chunk_bytes):
+    """Rows as the gateway writes them, in a random order of outcomes over a few tasks: whatever the chunking,
+    the counters are those of replaying each validated row in order."""
+    rng = random.Random(3)
+    outcomes = ["success"] * 5 + ["failed"] * 4 + ["rate_limited", "refused_budget", "disconnected", "free"]
+    rows = [row(f"t{rng.randrange(12)}.a1", outcome, outcome == "success", time=float(i),
+                upstream=rng.choice(["h1", "h2", None]), deployment=rng.choice(["d1", None]),
+                rate_limit_wait_sec=rng.choice([0.0, 0.0, 0.0, 1.5]))
+            for i, outcome in enumerate(rng.choice(outcomes) for _ in range(3000))]
+    log = tmp_path / "tokens.jsonl"
+    log.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
+    expected: dict[str, TaskState] = {}
+    placements: dict[str, tuple[str, str | None]] = {}
+    for r in read_token_log(log):
+        if r.outcome in ("free", "refused_route", "invalid_request", "refused_log"):
+            continue
+        st = expected.setdefault(r.task, TaskState())
+        st.record(r.outcome, r.counted, True)
+        if r.rate_limit_wait_sec:
+            st.rate_limit_wait_sec += r.rate_limit_wait_sec
+            st.rate_limit_waits += 1
+        st.last_activity_at = r.time
+        if r.upstream is not None:
+            placements[r.task] = (r.upstream, r.deployment)
+        else:
+            placements.pop(r.task, None)
+    got = restore(log, chunk_bytes=chunk_bytes)
+    assert (got.rows, got.skipped) == (3000, 0)
+    assert got.tasks == expected and got.placements == placements
+    assert any(st.failed for st in expected.values()) and any(st.failed_in_a_row for st in expected.values())
