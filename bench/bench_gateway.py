@@ -269,7 +269,7 @@ async def measure(quick: bool) -> None:
     print("\n".join(lines))
     print(
         "(ms; dir = direct to the scripted upstream, flr = a bare aiohttp pass-through proxy, gw = the gateway;"
-        "\n '+' = gw - dir; thru = throughput / direct; paced = answers streamed over ~0.1 s like a model's;"
+        "\n '+' = gw - dir; thru = throughput / direct; paced = answers streamed over ~0.15 s like a model's;"
         "\n targets: p50 + <= 1 at 1 client, thru gw >= 0.9 at 20)"
     )
     up_us, floor_us, gw_us = (statistics.mean(c[i] for c in cpu) * 1e6 for i in range(3))
