@@ -1,6 +1,6 @@
 """Gateway overhead: added latency (p50/p99) of plain and streamed calls through the OpenAI gateway versus
 direct to the same scripted upstream, at 1 and 20 concurrent clients; throughput ratio against direct, with an
-instant upstream (every process competes for the CPU) and with a model-paced one (answers stream over ~0.1 s,
+instant upstream (every process competes for the CPU) and with a model-paced one (answers stream over ~0.15 s,
 as a model's do over seconds); gateway RSS with 200 open streams. A bare aiohttp pass-through proxy runs
 alongside as the floor any aiohttp proxy pays. The upstream, the floor and the gateway are separate
 processes; the clients run here, in interleaved rounds.
