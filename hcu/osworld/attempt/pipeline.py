@@ -28,6 +28,7 @@ from hcu.osworld.attempt.options import RunTaskOptions
 from hcu.osworld.attempt.phases import PhaseLog
 from hcu.osworld.attempt.probe import check_executables, check_gateway_from_guest, check_mcp
 from hcu.osworld.attempt.result import TaskResult
+from hcu.osworld.attempt.scope_credential import check_scope_key, gateway_credential
 from hcu.osworld.attempt.usage import usage_for_scope
 from hcu.osworld.defaults import AGENTS, GUEST
 from hcu.osworld.errors import EvaluatorError, PhaseError
@@ -110,7 +111,8 @@ class _Attempt:
             self.meta["osworld_python"] = str(resolve_python(o.osworld_python))
             adapter = get_adapter(o.agent)
             result.task_domain, result.model, result.effort = task.domain, o.model, o.effort
-            ctx = self._context(task.instruction)
+            credential = gateway_credential(o.scope_key_file, self.attempt.gateway_scope)
+            ctx = self._context(task.instruction, credential.token)
             self.meta.update(task_sha256=task.sha256, gateway=o.gateway, scope=self.attempt.gateway_scope,
                              session_id=ctx.session_id)
             # Rendered before any guest starts, so a missing binary costs nothing.
@@ -137,10 +139,13 @@ class _Attempt:
                 osworld, task, password=spec.client_password, cache_dir=cache_dir, assets=assets)]
         with phase("probe"):
             self.meta["gateway_health"] = check_gateway_from_guest(api, o.gateway, o.max_model_calls)
+            if unprotected := check_scope_key(self.meta["gateway_health"], credential, o.gateway):
+                log.warning(unprotected)
             self.meta["agent_version"] = check_executables(api, plan, GUEST_HOME)
             self.meta["mcp_probe"] = check_mcp(api, plan, ctx.channels).model_dump(mode="json")
         with phase("agent"):
             outcome = run_agent(api, adapter, plan, gateway_url=o.gateway, scope=self.attempt.gateway_scope,
+                                credential=credential,
                                 work_dir=GUEST_HOME, state_dir=f"{GUEST_ROOT}/run", result_dir=self.result_dir,
                                 limits=AgentLimits(timeout_sec=o.timeout_seconds,
                                                    no_progress_sec=o.no_progress_seconds,
@@ -169,7 +174,7 @@ class _Attempt:
         return osworld_process(self.guest, cache_dir, osworld_python=self.opts.osworld_python,
                                offline_assets=self.opts.offline_assets, what=f"{self.attempt} {what}")
 
-    def _context(self, instruction: str) -> AgentContext:
+    def _context(self, instruction: str, gateway_token: str) -> AgentContext:
         o = self.opts
         guide = o.guide_path()
         profile = guide.read_text() if guide else ""
@@ -180,7 +185,7 @@ class _Attempt:
             channels=list(parse_channels(",".join(o.channels), code_mode=o.code_mode)), code_mode=o.code_mode,
             base_instructions=o.base_instructions_file.read_text(), profile_instructions=profile or None,
             prompt=instruction + PROTOCOL, session_id=str(uuid.uuid4()), guest_home=GUEST_HOME,
-            guest_root=GUEST_ROOT, computer_use_path=f"{GUEST_ROOT}/bin/computer-use")
+            guest_root=GUEST_ROOT, computer_use_path=f"{GUEST_ROOT}/bin/computer-use", gateway_token=gateway_token)
 
     def _apply_outcome(self, result: TaskResult, outcome: AgentOutcome) -> None:
         result.termination_reason = outcome.termination_reason
