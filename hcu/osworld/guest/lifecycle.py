@@ -158,12 +158,13 @@ def start_guest(
         with steps.step("resources created"):
             _remove_resources(client, name)  # this attempt's own leftovers, if a crashed run left any
             host = bridge_address(client)
-            ports = port_leases.allocate(client, name, attempt.labels(), host)
             overlay = _create_overlay(spec, attempt, work_dir)
             client.volumes.create(name=volume_name(name), labels=attempt.labels())
-            container = client.containers.create(
-                **container_config(spec, attempt, image=image.pinned, ports=ports, host=host, overlay=overlay)
-            )
+            with port_leases.publishing_lock():
+                ports = port_leases.allocate(client, name, attempt.labels(), host)
+                container = client.containers.create(
+                    **container_config(spec, attempt, image=image.pinned, ports=ports, host=host, overlay=overlay)
+                )
             container.start()
         api = GuestAPI(f"http://{host}:{ports.api}")
         _gate(steps, spec, container, api, deadline)
