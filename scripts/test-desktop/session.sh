@@ -51,4 +51,11 @@ else
   echo "DESKTOP_FAILED: the test app did not appear in the accessibility tree and on screen" >&2
 fi
 
+# VNC on 8006 as the official image serves it: noVNC in a browser, through websockify, to an x11vnc that
+# socat starts per connection (nothing polls the screen while nobody watches). Started after readiness:
+# nothing in a task waits for it.
+socat TCP-LISTEN:5900,bind=127.0.0.1,fork,reuseaddr \
+  EXEC:"x11vnc -inetd -display :0 -nopw -shared -quiet" >/tmp/vnc.log 2>&1 &
+websockify --web /usr/share/novnc 8006 127.0.0.1:5900 >>/tmp/vnc.log 2>&1 &
+
 wait  # returns when every child has exited (the container then stops) or on TERM/INT (trap above)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import subprocess
 import uuid
 from collections.abc import Callable, Iterator
@@ -16,7 +17,8 @@ from hcu.osworld.guest.docker_engine import docker_client
 from hcu.osworld.guest.lifecycle import Guest, GuestSpec, remove_guest, start_guest
 from hcu.osworld.guest.removal import cleanup
 
-TEST_DESKTOP_IMAGE = "hcu-test-desktop:latest"
+TEST_DESKTOP_IMAGE = os.environ.get("HCU_TEST_DESKTOP_IMAGE", "hcu-test-desktop:latest")
+"""The image under test (another tag while a change to it is being built)."""
 
 
 @pytest.fixture(scope="session")

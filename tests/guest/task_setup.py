@@ -1,0 +1,110 @@
+"""Replays an official task's setup steps through the in-guest API, as OSWorld's SetupController sends them
+(same endpoints, same bodies, placeholders filled the same way). The files its `download` steps would fetch
+from Hugging Face are replaced by small files made here of the same type: these tests have no internet and
+check the applications, not the task data."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+from pathlib import PurePosixPath
+from typing import Any
+
+import docx
+import openpyxl
+import requests
+from PIL import Image
+
+from hcu.osworld.guest.lifecycle import Guest
+
+ENDPOINTS = {
+    "launch": "/setup/launch",
+    "open": "/setup/open_file",
+    "activate_window": "/setup/activate_window",
+    "execute": "/setup/execute",
+    "command": "/setup/execute",
+}
+SCREEN = {"SCREEN_WIDTH": 1920, "SCREEN_HEIGHT": 1080, "SCREEN_WIDTH_HALF": 960, "SCREEN_HEIGHT_HALF": 540}
+STEP_TIMEOUT = (5, 180)
+THUNDERBIRD_PROFILES_INI = """[Profile0]
+Name=default-release
+IsRelative=1
+Path=t5q2a5hp.default-release
+Default=1
+
+[General]
+StartWithLastProfile=1
+Version=2
+"""
+
+
+def _fill(value: Any, password: str) -> Any:
+    """The task's `{SCREEN_WIDTH_HALF}`-style placeholders and `{CLIENT_PASSWORD}` filled, at any depth."""
+    if isinstance(value, dict):
+        return {key: _fill(item, password) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_fill(item, password) for item in value]
+    if isinstance(value, str):
+        for name, number in SCREEN.items():
+            value = value.replace("{" + name + "}", str(number))
+        return value.replace("{CLIENT_PASSWORD}", password)
+    return value
+
+
+def _tar_gz(members: dict[str, bytes | None]) -> bytes:
+    """A .tar.gz of `members` (path -> content; None makes a directory)."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+        for name, content in members.items():
+            info = tarfile.TarInfo(name)
+            if content is None:
+                info.type, info.mode = tarfile.DIRTYPE, 0o755
+                archive.addfile(info)
+            else:
+                info.size = len(content)
+                archive.addfile(info, io.BytesIO(content))
+    return buffer.getvalue()
+
+
+def stand_in(guest_path: str) -> bytes:
+    """A small valid file of the type `guest_path` names (what the task would have downloaded there)."""
+    path = PurePosixPath(guest_path)
+    buffer = io.BytesIO()
+    if path.suffix in (".png", ".jpg", ".jpeg"):
+        Image.new("RGB", (320, 200), (200, 60, 40)).save(buffer, "PNG" if path.suffix == ".png" else "JPEG")
+    elif path.suffix == ".xlsx":
+        workbook = openpyxl.Workbook()
+        workbook.active.append(["Name", "Sales"])
+        workbook.active.append(["stand-in", 42])
+        workbook.save(buffer)
+    elif path.suffix == ".docx":
+        document = docx.Document()
+        document.add_paragraph("A stand-in document made by the hcu tests.")
+        document.save(buffer)
+    elif path.name == "thunderbird-profile.tar.gz":  # an empty profile where the tasks' profile unpacks
+        return _tar_gz({".thunderbird": None, ".thunderbird/t5q2a5hp.default-release": None,
+                        ".thunderbird/profiles.ini": THUNDERBIRD_PROFILES_INI.encode()})
+    else:
+        raise AssertionError(f"no stand-in for a downloaded {path.name}: add one to tests/guest/task_setup.py")
+    return buffer.getvalue()
+
+
+def replay_setup(guest: Guest, task: dict[str, Any]) -> None:
+    """Send each setup step of `task` to the guest; a step the guest does not answer with success fails."""
+    for step in task["config"]:
+        kind, parameters = step["type"], step["parameters"]
+        if kind == "sleep":
+            continue  # the tests poll for what the sleep waited for
+        if kind == "download":
+            for file in parameters["files"]:
+                response = requests.post(guest.api_url() + "/setup/upload", data={"file_path": file["path"]},
+                                         files={"file_data": ("file", stand_in(file["path"]))}, timeout=STEP_TIMEOUT)
+                assert response.status_code == 200, f"upload of {file['path']}: HTTP {response.status_code}"
+            continue
+        if kind not in ENDPOINTS:
+            raise AssertionError(f"no replay for setup step {kind!r}")
+        body = _fill(parameters, guest.spec.client_password)
+        response = requests.post(guest.api_url() + ENDPOINTS[kind], json=body, timeout=STEP_TIMEOUT)
+        assert response.status_code == 200, f"{kind} {body}: HTTP {response.status_code} {response.text[:300]}"
+        if ENDPOINTS[kind] == "/setup/execute":
+            assert response.json()["returncode"] == 0, f"{kind} {body}: {response.json()}"
