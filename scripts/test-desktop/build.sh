@@ -60,11 +60,18 @@ install -m 644 "$here/apps/mimeapps.list" "$root/etc/xdg/mimeapps.list"
 # The official guest's applications, set up the way OSWorld's tasks expect them (README: fidelity table).
 install -m 755 "$here/apps/google-chrome" "$root/usr/bin/google-chrome-stable"
 ln -sf google-chrome-stable "$root/usr/bin/google-chrome"
+# Google Chrome's layout: /opt/google/chrome/chrome is Chromium's binary (a hard link, so every Chrome
+# process is named `chrome`, as the tasks' `pkill chrome` expects), beside links to Chromium's resources.
 install -d "$root/opt/google/chrome"
-ln -sf /usr/lib/chromium/chromium "$root/opt/google/chrome/chrome"  # the browser process is named `chrome`
+for file in "$root"/usr/lib/chromium/*; do
+  [[ ${file##*/} == chromium ]] || ln -s "/usr/lib/chromium/${file##*/}" "$root/opt/google/chrome/"
+done
+ln "$root/usr/lib/chromium/chromium" "$root/opt/google/chrome/chrome"
+python3 "$here/apps/chrome_brand.py" "$root/usr/lib/chromium/locales/en-US.pak"  # titles "... - Google Chrome"
 install -m 644 "$here/apps/google-chrome.desktop" "$root/usr/share/applications/google-chrome.desktop"
-install -m 644 "$here/apps/libreoffice-hcu.xcd" "$root/usr/lib/libreoffice/share/registry/hcu.xcd"
-install -m 644 "$here/apps/thunderbird-hcu.js" "$root/usr/lib/thunderbird/defaults/pref/hcu.js"
+# (Debian links LibreOffice's share/registry and Thunderbird's defaults to these folders under /etc)
+install -m 644 "$here/apps/libreoffice-hcu.xcd" "$root/etc/libreoffice/registry/hcu.xcd"
+install -m 644 "$here/apps/thunderbird-hcu.js" "$root/etc/thunderbird/pref/hcu.js"
 echo '(check-updates no)' >>"$root/etc/gimp/2.0/gimprc"
 install -d -o 1000 -g 1000 "$root/home/user/.config" "$root/home/user/.config/vlc"
 install -m 644 -o 1000 -g 1000 "$here/apps/vlcrc" "$root/home/user/.config/vlc/vlcrc"

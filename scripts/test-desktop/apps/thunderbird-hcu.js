@@ -1,4 +1,4 @@
-// Installed as a Thunderbird default-prefs file on the test desktop: nothing reaches for the internet at start
+// Installed as /etc/thunderbird/pref/hcu.js (beside Debian's thunderbird.js) on the test desktop: nothing reaches for the internet at start
 // and no first-run dialog covers the window. Profiles the tasks unpack keep their own prefs.js on top.
 pref("mail.shell.checkDefaultClient", false);
 pref("mail.rights.version", 1);
@@ -9,7 +9,6 @@ pref("mail.inappnotifications.enabled", false);
 pref("mail.provider.enabled", false);
 pref("app.update.auto", false);
 pref("app.update.enabled", false);
-pref("extensions.update.enabled", false);
 pref("extensions.getAddons.cache.enabled", false);
 pref("datareporting.policy.dataSubmissionEnabled", false);
 pref("datareporting.healthreport.uploadEnabled", false);
