@@ -66,6 +66,19 @@ def _tar_gz(members: dict[str, bytes | None]) -> bytes:
     return buffer.getvalue()
 
 
+def _pdf(title: str) -> bytes:
+    """A one-page PDF whose document title is `title` (viewers show it in the window title)."""
+    objects = [b"<< /Type /Catalog /Pages 2 0 R >>", b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+               b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] >>", f"<< /Title ({title}) >>".encode()]
+    body, offsets = b"%PDF-1.4\n", []
+    for number, content in enumerate(objects, 1):
+        offsets.append(len(body))
+        body += b"%d 0 obj\n%s\nendobj\n" % (number, content)
+    xref = b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
+    return body + (b"xref\n0 %d\n0000000000 65535 f \n%strailer\n<< /Size %d /Root 1 0 R /Info 4 0 R >>\n"
+                   b"startxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref, len(objects) + 1, len(body)))
+
+
 def stand_in(guest_path: str) -> bytes:
     """A small valid file of the type `guest_path` names (what the task would have downloaded there)."""
     path = PurePosixPath(guest_path)
@@ -81,6 +94,8 @@ def stand_in(guest_path: str) -> bytes:
         document = docx.Document()
         document.add_paragraph("A stand-in document made by the hcu tests.")
         document.save(buffer)
+    elif path.suffix == ".pdf":
+        return _pdf(f"Stand-in for {path.stem}")
     elif path.name == "thunderbird-profile.tar.gz":  # an empty profile where the tasks' profile unpacks
         return _tar_gz({".thunderbird": None, ".thunderbird/t5q2a5hp.default-release": None,
                         ".thunderbird/profiles.ini": THUNDERBIRD_PROFILES_INI.encode()})

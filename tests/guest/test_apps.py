@@ -127,6 +127,21 @@ def test_thunderbird_starts_on_the_unpacked_profile(desktop_guest: Guest) -> Non
     end_app(desktop_guest, "thunderbird")
 
 
+def test_files_shows_the_task_folder(desktop_guest: Guest) -> None:
+    """multi_apps/b5062e3e: a folder of PDFs, then `nautilus /home/user/Documents/Papers` (GNOME Files)."""
+    replay_setup(desktop_guest, official_task("multi_apps", "b5062e3e-641c-4e3a-907b-ac864d2e7652"))
+    wait_for_window(desktop_guest, lambda t: t == "Papers", "Files showing the Papers folder")
+    end_app(desktop_guest, "nautilus")
+
+
+def test_document_viewer_opens_the_task_pdf(desktop_guest: Guest) -> None:
+    """multi_apps/36037439: a PDF on the Desktop, `open`ed (xdg-open -> Document Viewer), then pyautogui keys.
+    The window is titled "<file> — <document title>", the form tasks activate PDF windows by."""
+    replay_setup(desktop_guest, official_task("multi_apps", "36037439-2044-4b50-b9d1-875b5a332143"))
+    assert "shi17a.pdf — Stand-in for shi17a" in window_titles(desktop_guest.api)
+    end_app(desktop_guest, "evince")
+
+
 def test_vs_code_is_absent_and_its_launch_answers_an_error_naming_it(desktop_guest: Guest) -> None:
     """vs_code/276cc624: Debian has no VS Code, so `code` is not installed; the guest answers the launch
     with the official error shape naming the missing program (hcu's setup check turns that into a failure)."""
