@@ -63,7 +63,8 @@ def test_chrome_serves_cdp_on_the_leased_port_through_the_tasks_socat_bridge(des
         page = browser.contexts[0].new_page()
         page.goto(f"data:text/html,<title>{title}</title>", timeout=60_000)
         browser.close()
-    wait_for_window(desktop_guest, lambda t: title in t, "Chrome showing the tab opened over CDP")
+    # titled as Google Chrome's windows are (tasks activate "Google Chrome")
+    wait_for_window(desktop_guest, lambda t: t == f"{title} - Google Chrome", "Chrome showing the tab opened over CDP")
     profile = desktop_guest.api.execute(["test", "-f", "/home/user/.config/google-chrome/Local State"])
     assert profile.returncode == 0, "Chrome's profile is not where OSWorld's getters read it"
     end_app(desktop_guest, "chrome")
@@ -124,6 +125,8 @@ def test_thunderbird_starts_on_the_unpacked_profile(desktop_guest: Guest) -> Non
     `/usr/bin/thunderbird`."""
     replay_setup(desktop_guest, official_task("thunderbird", "08c73485-7c6d-4681-999d-919f5c32dcfa"))
     wait_for_window(desktop_guest, lambda t: "Thunderbird" in t, "Thunderbird")
+    classes = [line.split()[2] for line in desktop_guest.api.execute(["wmctrl", "-lx"]).output.splitlines()]
+    assert "Mail.thunderbird" in classes, classes  # the class 6 tasks close Thunderbird's windows by
     end_app(desktop_guest, "thunderbird")
 
 
