@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import io
 import tarfile
+import zipfile
 from pathlib import PurePosixPath
 from typing import Any
 
-import docx
-import openpyxl
 import requests
 from PIL import Image
 
@@ -66,6 +65,52 @@ def _tar_gz(members: dict[str, bytes | None]) -> bytes:
     return buffer.getvalue()
 
 
+OOXML_RELS = "http://schemas.openxmlformats.org/officeDocument/2006/relationships"
+OOXML_TYPES = "application/vnd.openxmlformats-officedocument"
+
+
+def _ooxml(parts: dict[str, tuple[str, str]]) -> bytes:
+    """An Office Open XML package (.docx, .xlsx) of `parts` (name -> (content type, XML)); the first part is
+    the main document. Relationship parts (`*.rels`) take the content type "" (their default)."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as package:
+        main_part = next(iter(parts))
+        overrides = "".join(f'<Override PartName="/{name}" ContentType="{kind}"/>'
+                            for name, (kind, _) in parts.items() if kind)
+        package.writestr("[Content_Types].xml", (
+            '<Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types">'
+            '<Default Extension="rels" ContentType="application/vnd.openxmlformats-package.relationships+xml"/>'
+            f'<Default Extension="xml" ContentType="application/xml"/>{overrides}</Types>'))
+        package.writestr("_rels/.rels", (
+            '<Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships">'
+            f'<Relationship Id="rId1" Type="{OOXML_RELS}/officeDocument" Target="{main_part}"/></Relationships>'))
+        for name, (_, xml) in parts.items():
+            package.writestr(name, xml)
+    return buffer.getvalue()
+
+
+def _docx(text: str) -> bytes:
+    body = (f'<w:document xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"><w:body>'
+            f"<w:p><w:r><w:t>{text}</w:t></w:r></w:p></w:body></w:document>")
+    return _ooxml({"word/document.xml": (f"{OOXML_TYPES}.wordprocessingml.document.main+xml", body)})
+
+
+def _xlsx(label: str, number: int) -> bytes:
+    main = "http://schemas.openxmlformats.org/spreadsheetml/2006/main"
+    workbook = (f'<workbook xmlns="{main}" xmlns:r="{OOXML_RELS}"><sheets>'
+                '<sheet name="Sheet1" sheetId="1" r:id="rId1"/></sheets></workbook>')
+    workbook_rels = ('<Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships">'
+                     f'<Relationship Id="rId1" Type="{OOXML_RELS}/worksheet" Target="worksheets/sheet1.xml"/>'
+                     "</Relationships>")
+    sheet = (f'<worksheet xmlns="{main}"><sheetData><row r="1"><c r="A1" t="inlineStr"><is><t>{label}</t></is>'
+             f'</c><c r="B1"><v>{number}</v></c></row></sheetData></worksheet>')
+    return _ooxml({
+        "xl/workbook.xml": (f"{OOXML_TYPES}.spreadsheetml.sheet.main+xml", workbook),
+        "xl/_rels/workbook.xml.rels": ("", workbook_rels),
+        "xl/worksheets/sheet1.xml": (f"{OOXML_TYPES}.spreadsheetml.worksheet+xml", sheet),
+    })
+
+
 def _pdf(title: str) -> bytes:
     """A one-page PDF whose document title is `title` (viewers show it in the window title)."""
     objects = [b"<< /Type /Catalog /Pages 2 0 R >>", b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
@@ -82,26 +127,20 @@ def _pdf(title: str) -> bytes:
 def stand_in(guest_path: str) -> bytes:
     """A small valid file of the type `guest_path` names (what the task would have downloaded there)."""
     path = PurePosixPath(guest_path)
-    buffer = io.BytesIO()
     if path.suffix in (".png", ".jpg", ".jpeg"):
+        buffer = io.BytesIO()
         Image.new("RGB", (320, 200), (200, 60, 40)).save(buffer, "PNG" if path.suffix == ".png" else "JPEG")
-    elif path.suffix == ".xlsx":
-        workbook = openpyxl.Workbook()
-        workbook.active.append(["Name", "Sales"])
-        workbook.active.append(["stand-in", 42])
-        workbook.save(buffer)
-    elif path.suffix == ".docx":
-        document = docx.Document()
-        document.add_paragraph("A stand-in document made by the hcu tests.")
-        document.save(buffer)
-    elif path.suffix == ".pdf":
+        return buffer.getvalue()
+    if path.suffix == ".xlsx":
+        return _xlsx("stand-in", 42)
+    if path.suffix == ".docx":
+        return _docx("A stand-in document made by the hcu tests.")
+    if path.suffix == ".pdf":
         return _pdf(f"Stand-in for {path.stem}")
-    elif path.name == "thunderbird-profile.tar.gz":  # an empty profile where the tasks' profile unpacks
+    if path.name == "thunderbird-profile.tar.gz":  # an empty profile where the tasks' profile unpacks
         return _tar_gz({".thunderbird": None, ".thunderbird/t5q2a5hp.default-release": None,
                         ".thunderbird/profiles.ini": THUNDERBIRD_PROFILES_INI.encode()})
-    else:
-        raise AssertionError(f"no stand-in for a downloaded {path.name}: add one to tests/guest/task_setup.py")
-    return buffer.getvalue()
+    raise AssertionError(f"no stand-in for a downloaded {path.name}: add one to tests/guest/task_setup.py")
 
 
 def replay_setup(guest: Guest, task: dict[str, Any]) -> None:

@@ -6,17 +6,15 @@ One guest for the module; each test ends its application the way the tasks do (`
 
 from __future__ import annotations
 
-import base64
-import os
-import socket
+import json
 import uuid
 from collections.abc import Callable
 
 import pytest
 import requests
-from playwright.sync_api import sync_playwright
 from task_setup import replay_setup
 from waiting import wait_for, window_titles
+from websockets.sync.client import ClientConnection, connect
 
 from hcu.osworld.guest.lifecycle import Guest
 from tests.official_tasks import official_task
@@ -56,13 +54,14 @@ def test_chrome_serves_cdp_on_the_leased_port_through_the_tasks_socat_bridge(des
         except (requests.RequestException, ValueError):
             return None
 
-    assert str(wait_for(version, APP_START_S, "CDP on the leased port")["Browser"]).startswith("Chrome/")
+    browser = wait_for(version, APP_START_S, "CDP on the leased port")
+    assert str(browser["Browser"]).startswith("Chrome/")
     title = f"hcu-cdp-{uuid.uuid4().hex[:6]}"
-    with sync_playwright() as playwright:  # what OSWorld's chrome_open_tabs does
-        browser = playwright.chromium.connect_over_cdp(cdp, timeout=60_000)
-        page = browser.contexts[0].new_page()
-        page.goto(f"data:text/html,<title>{title}</title>", timeout=60_000)
-        browser.close()
+    # what OSWorld's chrome_open_tabs does through Playwright: the browser's websocket (its address names the
+    # leased host port), then a new tab
+    with connect(browser["webSocketDebuggerUrl"], open_timeout=30, max_size=None) as cdp_socket:
+        answer = _cdp_call(cdp_socket, "Target.createTarget", {"url": f"data:text/html,<title>{title}</title>"})
+    assert "targetId" in answer.get("result", {}), answer
     # titled as Google Chrome's windows are (tasks activate "Google Chrome")
     wait_for_window(desktop_guest, lambda t: t == f"{title} - Google Chrome", "Chrome showing the tab opened over CDP")
     profile = desktop_guest.api.execute(["test", "-f", "/home/user/.config/google-chrome/Local State"])
@@ -160,7 +159,18 @@ def test_vnc_is_served_on_the_leased_port(desktop_guest: Guest) -> None:
     vnc = f"{desktop_guest.host}:{desktop_guest.ports.vnc}"
     page = wait_for(lambda: _get_or_none(f"http://{vnc}/vnc.html"), APP_START_S, "noVNC on the leased port")
     assert page.status_code == 200 and "noVNC" in page.text
-    assert _websocket_first_message(desktop_guest.host, desktop_guest.ports.vnc).startswith(b"RFB 003.")
+    with connect(f"ws://{vnc}/websockify", subprotocols=["binary"], open_timeout=30) as viewer:  # as noVNC does
+        greeting = viewer.recv(timeout=30)
+    assert isinstance(greeting, bytes) and greeting.startswith(b"RFB 003."), greeting
+
+
+def _cdp_call(cdp_socket: ClientConnection, method: str, params: dict) -> dict:
+    """Send one CDP command and return its answer (events that come first are passed over)."""
+    cdp_socket.send(json.dumps({"id": 1, "method": method, "params": params}))
+    while True:
+        message = json.loads(cdp_socket.recv(timeout=60))
+        if message.get("id") == 1:
+            return message
 
 
 def _get_or_none(url: str) -> requests.Response | None:
@@ -168,26 +178,3 @@ def _get_or_none(url: str) -> requests.Response | None:
         return requests.get(url, timeout=HTTP_TIMEOUT)
     except requests.RequestException:
         return None
-
-
-def _receive(sock: socket.socket, data: bytes, enough: Callable[[bytes], bool]) -> bytes:
-    """`data` plus what `sock` sends until `enough(data)`."""
-    while not enough(data):
-        chunk = sock.recv(4096)
-        assert chunk, f"the connection closed early, after {data[:200]!r}"
-        data += chunk
-    return data
-
-
-def _websocket_first_message(host: str, port: int) -> bytes:
-    """Open a binary websocket (the way noVNC does) and return the first message the server sends
-    (a server frame is unmasked; the VNC greeting is short, so its length fits the first byte)."""
-    key = base64.b64encode(os.urandom(16)).decode()
-    request = (f"GET /websockify HTTP/1.1\r\nHost: {host}:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-               f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: binary\r\n\r\n")
-    with socket.create_connection((host, port), timeout=30) as sock:
-        sock.sendall(request.encode())
-        head, _, frame = _receive(sock, b"", lambda data: b"\r\n\r\n" in data).partition(b"\r\n\r\n")
-        assert head.startswith(b"HTTP/1.1 101"), head
-        frame = _receive(sock, frame, lambda data: len(data) >= 2 and len(data) >= 2 + (data[1] & 0x7F))
-    return frame[2 : 2 + (frame[1] & 0x7F)]
