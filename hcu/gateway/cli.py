@@ -90,11 +90,18 @@ def base_from_env(name: str, default: str | None) -> tuple[str, Upstream, str]:
 
 
 def check_out(path: Path) -> None:
-    """Refuse an --out the gateway could not append to, before anything is written."""
+    """Refuse an --out the gateway could not append to, before the log is written; make its folder if missing
+    (`--out runs/single/tokens.jsonl` in a fresh checkout)."""
     if path.is_dir() or (path.exists() and not os.access(path, os.W_OK)):
         fail(f"--out: {path} is not a writable file")
-    if not path.exists() and not (path.parent.is_dir() and os.access(path.parent, os.W_OK)):
-        fail(f"--out: directory {path.parent} does not exist or is not writable")
+    if path.exists():
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        fail(f"--out: cannot create directory {path.parent} ({exc.strerror})")
+    if not os.access(path.parent, os.W_OK):
+        fail(f"--out: directory {path.parent} is not writable")
 
 
 def run(args: argparse.Namespace, provider: Provider, upstreams: list[Upstream], pins: list[str]) -> None:

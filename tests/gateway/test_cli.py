@@ -55,9 +55,13 @@ def test_bad_openai_flags_one_line_exit_2_nothing_written(tmp_path, extra, flag)
 
 
 def test_bad_out_and_ports(tmp_path):
-    for out, flag in ((tmp_path / "missing" / "t.jsonl", "--out"), (tmp_path, "--out")):
+    blocker = tmp_path / "blocker"  # a file where --out needs a folder
+    blocker.write_text("kept")
+    for out in (blocker / "t.jsonl", tmp_path):
         result = run_cli("openai_proxy", openai_args(out, "--upstreams", "h", "--upstream-token", "t"))
-        assert (result.returncode, result.stderr.count("\n")) == (2, 1) and flag in result.stderr
+        assert (result.returncode, result.stderr.count("\n")) == (2, 1) and "--out" in result.stderr
+    assert blocker.read_text() == "kept"
+    blocker.unlink()
     result = run_cli(
         "openai_proxy",
         ["--host", "h", "--ports", "80,x", "--upstreams", "h", "--out", "o", "--max-requests-per-task", "1"],
@@ -100,6 +104,39 @@ def test_missing_or_bad_environment(tmp_path, module, env, name):
     )
     assert result.returncode == 2 and name in result.stderr and len(result.stderr.strip().splitlines()) == 1
     assert SECRET not in result.stderr and not out.exists()
+
+
+async def test_missing_out_folder_is_created(tmp_path, upstream):
+    log = tmp_path / "runs" / "single" / "gateway-tokens.jsonl"  # the README's one-task example, fresh checkout
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    args = [
+        "--host",
+        "127.0.0.1",
+        "--ports",
+        str(port),
+        "--upstreams",
+        upstream.hostport,
+        "--upstream-kind",
+        "openai",
+        "--upstream-scheme",
+        "http",
+        "--upstream-token",
+        SECRET,
+        "--out",
+        str(log),
+        "--max-requests-per-task",
+        "1",
+    ]
+    proc = start_gateway_process("openai_proxy", args)
+    try:
+        await asyncio.to_thread(wait_healthy, url, proc)
+        statuses = [(await stream_request(url, "fresh")).status for _ in range(2)]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    assert statuses == [200, 402]
+    assert [(r.task, r.outcome) for r in read_token_log(log)] == [("fresh", "success"), ("fresh", "refused_budget")]
 
 
 async def stream_request(url: str, task: str) -> aiohttp.ClientResponse:

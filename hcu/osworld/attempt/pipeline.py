@@ -7,6 +7,7 @@ and the guest is always removed.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import signal
@@ -33,8 +34,10 @@ from hcu.osworld.errors import EvaluatorError, PhaseError
 from hcu.osworld.guest.api import GuestAPIError
 from hcu.osworld.guest.bridge import bridge_address
 from hcu.osworld.guest.lifecycle import Guest, GuestSpec, remove_guest, start_guest
-from hcu.osworld.osworld_bridge.evaluate import evaluate
-from hcu.osworld.osworld_bridge.setup import run_setup
+from hcu.osworld.osworld_bridge.assets import AssetCache
+from hcu.osworld.osworld_bridge.evaluate import ensure_evaluator_loads, evaluate
+from hcu.osworld.osworld_bridge.process import OSWorldCodeError, OSWorldProcess, resolve_python
+from hcu.osworld.osworld_bridge.setup import osworld_process, run_setup, task_cache_dir
 from hcu.osworld.settings import INSTRUCTIONS
 from hcu.osworld.tasks import load_task
 from hcu.record_io import write_atomic, write_json, write_record
@@ -103,7 +106,8 @@ class _Attempt:
         o, phase = self.opts, self.phases.phase
         with phase("load"):
             o = self.opts = o.resolved(Path.cwd(), bridge_address)
-            task = load_task(o.benchmark_version, o.task_id, o.task_domain, o.tasks_dir)
+            task = load_task(o.benchmark_version, o.task_id, o.task_domain, o.tasks_dir, o.osworld_python)
+            self.meta["osworld_python"] = str(resolve_python(o.osworld_python))
             adapter = get_adapter(o.agent)
             result.task_domain, result.model, result.effort = task.domain, o.model, o.effort
             ctx = self._context(task.instruction)
@@ -125,10 +129,12 @@ class _Attempt:
             upload_plan(api, plan, {ctx.computer_use_path: o.mcp_binary})
             self.meta["artifacts"] = _artifact_identity(o.artifact_dir, AGENTS[o.agent].artifacts, o.mcp_binary)
             prepare_agent(api, plan, GUEST_HOME)
-        with phase("setup"):
+        cache_dir = task_cache_dir(self.result_dir / ".osworld-cache", task)
+        assets = AssetCache.configured(o.asset_cache, offline=o.offline_assets, mirror=o.asset_mirror)
+        with phase("setup"), self._osworld(cache_dir, "setup") as osworld:
+            ensure_evaluator_loads(osworld, task)  # a task that can never be scored spends no agent budget
             self.meta["setup_steps"] = [s.model_dump(mode="json") for s in run_setup(
-                self.guest, task, osworld_cache_dir=self.result_dir / ".osworld-cache",
-                asset_cache=o.asset_cache, offline_assets=o.offline_assets, asset_mirror=o.asset_mirror)]
+                osworld, task, password=spec.client_password, cache_dir=cache_dir, assets=assets)]
         with phase("probe"):
             self.meta["gateway_health"] = check_gateway_from_guest(api, o.gateway, o.max_model_calls)
             self.meta["agent_version"] = check_executables(api, plan, GUEST_HOME)
@@ -146,15 +152,22 @@ class _Attempt:
         with phase("evaluate"):
             write_atomic(self.result_dir / "final-before-eval.png", api.screenshot())
             try:
-                scored = evaluate(self.guest, task, agent_last_action=outcome.last_action,
-                                  osworld_cache_dir=self.result_dir / ".osworld-cache",
-                                  asset_cache=o.asset_cache, offline_assets=o.offline_assets)
+                with self._osworld(cache_dir, "evaluate") as osworld:
+                    scored = evaluate(osworld, task, agent_last_action=outcome.last_action,
+                                      password=spec.client_password, cache_dir=cache_dir, assets=assets)
+            except OSWorldCodeError as exc:  # the OSWorld process did not start: still no score, never a zero
+                raise EvaluatorError(str(exc)) from None
             finally:
                 self._screenshot("final-after-eval.png")
         result.status = "completed"
         result.evaluator_score = scored.score
         budget_or_timeout = outcome.termination_reason in ("max_model_calls", "timeout")
         result.score = 0.0 if budget_or_timeout else scored.score
+
+    def _osworld(self, cache_dir: Path, what: str) -> contextlib.AbstractContextManager[OSWorldProcess]:
+        """OSWorld's code for one phase, in its own process (a deadline kills it, and all it started)."""
+        return osworld_process(self.guest, cache_dir, osworld_python=self.opts.osworld_python,
+                               offline_assets=self.opts.offline_assets, what=f"{self.attempt} {what}")
 
     def _context(self, instruction: str) -> AgentContext:
         o = self.opts
@@ -182,6 +195,7 @@ class _Attempt:
         self.meta["guest"] = {
             "spec": spec.model_dump(mode="json", exclude={"client_password"}),
             "container_id": g.container_id, "host": g.host, "ports": g.ports.model_dump(),
+            "container_image": g.container_image.model_dump(),
             "readiness": [s.model_dump(mode="json") for s in g.readiness],
         }
 
