@@ -99,4 +99,5 @@ for old in $(docker images -q -f dangling=true -f label=hcu.test_desktop.rev); d
   docker image rm "$old" >/dev/null 2>&1 || true
 done
 size=$(docker image inspect -f '{{.Size}}' "$tag")
+rm -rf --one-file-system "$work"  # (2+ GB unpacked: part of the build's time)
 echo "build.sh: built $tag (rev $rev, $((size / 1000000)) MB) in $((SECONDS - t0)) s"
