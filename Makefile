@@ -1,57 +1,93 @@
-# hcu — every target is re-runnable; each installs what it needs on a fresh Debian machine.
-PY        ?= python3
+# hcu — every target is re-runnable; each installs what it needs on a fresh Debian 12 machine (as root).
+# Order: host (Debian packages, Docker engine) → the venvs → what is built with them. A second run reuses all of it.
+PY        ?= /usr/bin/python3
 VENV      ?= .venv
 VPY       := $(VENV)/bin/python
+OSWORLD_VENV ?= .venv-osworld
 TEST_DESKTOP_IMAGE ?= hcu-test-desktop:latest
+# The scripts find the venv's interpreter here.
+export HCU_VENV_PYTHON := $(abspath $(VPY))
+# No Debian ships CPython 3.10 (the official guest's python3): the artifact's 3.10 run is tested where one is
+# found, $HCU_PYTHON310 (an install prefix) or pyenv's newest 3.10.
+export HCU_PYTHON310 := $(or $(HCU_PYTHON310),$(lastword $(sort $(wildcard $(HOME)/.pyenv/versions/3.10.*))))
+PY310_SELECTION := $(if $(HCU_PYTHON310),,-m 'not python310')
 
-.PHONY: setup host docker test-desktop build-local agents demo test test-fast bench lint clean-guests
+QEMU_GUEST_IMAGE   ?= hcu-qemu-guest
+QEMU_GUEST_DISK    ?= build/qemu-guest/test-desktop.qcow2
 
-## host: Debian packages and a running Docker engine
+.PHONY: setup osworld-venv host test-desktop qemu-guest build-local agents demo test test-fast bench lint clean-guests FORCE
+
+## host: Debian packages (python3-venv, Docker, npm, ...), a running Docker engine, guest-isolation iptables rules
 host:
 	bash scripts/setup-host.sh
 
-## setup: the venv with hcu, its test clients and OSWorld's evaluator code (desktop-env, light install)
-setup: $(VENV)/.installed
-$(VENV)/.installed: pyproject.toml requirements-osworld.txt
-	$(PY) -m venv $(VENV)
+## setup: the venv with hcu, its test clients and the ray executor (hcu[ray]), and the evaluator venv
+setup: $(VENV)/.installed osworld-venv
+$(VENV)/.installed: $(VENV)/.base-python pyproject.toml
 	$(VPY) -m pip install -q --upgrade pip
 	$(VPY) -m pip install -q -e '.[test,ray]'
-	$(VPY) -m pip install -q -r requirements-osworld.txt
-	$(VPY) -m pip install -q --no-deps desktop-env==1.0.2
+	touch $@
+
+# The venv is made from $(PY) (Debian's interpreter, never pyenv's); one made from another interpreter is rebuilt.
+# The stamp changes (and so forces a reinstall) only when the base interpreter does.
+$(VENV)/.base-python: FORCE | host
+	@base="$$($(PY) -c 'import os, sys; print(os.path.realpath(sys.executable), sys.version.split()[0])')" \
+	  || { echo "make: $(PY) does not run (set PY=/path/to/python3.10+)" >&2; exit 2; }; \
+	if [ "$$(cat $@ 2>/dev/null)" != "$$base" ] || [ ! -x $(VPY) ]; then \
+	  echo "make: venv $(VENV) from $$base"; \
+	  rm -rf $(VENV) && $(PY) -m venv $(VENV) && echo "$$base" > $@; \
+	fi
+
+## osworld-venv: the interpreter of OSWorld's setup/evaluator process: desktop-env 1.0.2 with all its
+## dependencies (torch and easyocr included; ~7 GB, ~4-6 min the first time), and hcu itself
+osworld-venv: $(OSWORLD_VENV)/.installed
+$(OSWORLD_VENV)/.installed: requirements-osworld.txt pyproject.toml | host
+	$(PY) -m venv $(OSWORLD_VENV)
+	$(OSWORLD_VENV)/bin/python -m pip install -q --upgrade pip
+	$(OSWORLD_VENV)/bin/python -m pip install -q -r requirements-osworld.txt
+	$(OSWORLD_VENV)/bin/python -m pip install -q -e .
 	touch $@
 
 ## test-desktop: the local stand-in for the official OSWorld guest (debootstrap + docker import)
-test-desktop: host
+test-desktop: host setup
 	bash scripts/test-desktop/build.sh $(TEST_DESKTOP_IMAGE)
+
+## qemu-guest: the QEMU stand-in for the official guest: a runner image with the osworld-docker contract
+## ($(QEMU_GUEST_IMAGE):latest on KVM, :tcg asking for TCG) and a bootable qcow2 of the test desktop
+qemu-guest: host test-desktop
+	bash scripts/qemu-guest/build.sh $(QEMU_GUEST_IMAGE) $(QEMU_GUEST_DISK) $(TEST_DESKTOP_IMAGE)
 
 ## build-local: artifacts/computer-use, one file for the guest's python3.10 and 3.11
 build-local: setup
 	bash scripts/build-computer-use.sh artifacts/computer-use
 
 ## agents: the four agent CLIs into artifacts/ from npm and PyPI
-agents:
+agents: host setup
 	bash scripts/fetch-agents.sh artifacts
 
 ## demo: the built-in default panel (configs/demo.json) on the test desktop, ending in summary.md
-demo: setup host test-desktop build-local agents
+demo: host setup test-desktop build-local agents
 	bash scripts/demo.sh
 
 ## test: everything, including the Docker, desktop and CLI tests (none are skipped)
-test: setup host test-desktop build-local agents
+test: host setup test-desktop qemu-guest build-local agents
 	$(VPY) -m ruff check hcu tests bench scripts
-	$(VPY) -m pytest -q -p no:cacheprovider
+	@$(if $(HCU_PYTHON310),echo "make test: the artifact's 3.10 run uses $(HCU_PYTHON310)",\
+	  echo "make test: no CPython 3.10 here (set HCU_PYTHON310): the artifact's 3.10 run is NOT tested")
+	$(VPY) -m pytest -q -p no:cacheprovider $(PY310_SELECTION)
 
-## test-fast: pure-logic tests only
-test-fast: setup
-	$(VPY) -m pytest -q -m 'not docker and not cli'
+## test-fast: pure-logic tests only (no Docker engine reachable, no artifacts, no network, no evaluator venv)
+test-fast: $(VENV)/.installed
+	DOCKER_HOST=unix:///nonexistent $(VPY) -m pytest -q -p no:cacheprovider \
+	  -m 'not docker and not kvm and not artifacts and not network and not osworld and not python310'
 
 ## bench: benchmarks print figures and ratios (never asserted)
-bench: setup host test-desktop build-local
+bench: host setup test-desktop qemu-guest build-local
 	$(VPY) bench/run_all.py
 
 lint: setup
 	$(VPY) -m ruff check hcu tests bench scripts
 
 ## clean-guests: remove every container, volume and overlay hcu started
-clean-guests: setup
+clean-guests: host setup
 	$(VPY) -m hcu.osworld.cleanup --all

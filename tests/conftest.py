@@ -15,3 +15,10 @@ from hcu.osworld.guest.state_dir import STATE_DIR_ENV
 def pytest_configure(config: pytest.Config) -> None:
     # Set before any test (or subprocess it starts) asks for the state directory; children inherit it.
     os.environ[STATE_DIR_ENV] = tempfile.mkdtemp(prefix="hcu-test-state-")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that asks for the evaluator venv's interpreter needs `make osworld-venv`: mark it so."""
+    for item in items:
+        if "evaluator_python" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.osworld)

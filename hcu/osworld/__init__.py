@@ -1,13 +1,15 @@
 """Running OSWorld tasks. The commands users call live here; everything else has a room named for what it is:
 
-- `run_task`, `run_queue`, `setup_canary`, `summarize`, `cleanup`: the `python -m hcu.osworld.<command>` shells.
+- `run_task`, `run_queue`, `setup_canary`, `summarize`, `cleanup`, `evaluator_check`: the
+  `python -m hcu.osworld.<command>` shells.
 - `defaults.py` (every default, by agent, benchmark version and guest), `settings.py` (the fields that are both
   run_task's flags and a run config's keys), `tasks.py` (task definitions), `errors.py` (the one error-policy
   table: what is retried, scored or withheld).
 - `guest/`: where a guest is started, gated on readiness and removed (Docker, in-guest API, ports, overlays).
 - `attempt/`: the phases of one attempt (isolate, upload, setup, probe, agent, evaluate) and its records.
 - `agents/`: one adapter per agent CLI.
-- `osworld_bridge/`: where OSWorld's own setup and evaluator code is called.
+- `osworld_bridge/`: where OSWorld's own setup and evaluator code is called: in its own process (`child/`, run by
+  the OSWorld interpreter) over a versioned protocol (`protocol.py`, `process.py`), with the asset cache.
 - `queue/`: the panel queue (scheduling, resume, retries, manifest).
 - `summary/`: scores, intervals and reports of a run.
 """

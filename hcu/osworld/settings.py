@@ -38,8 +38,8 @@ class TaskSettings(Settings):
     task_domain: str | None = None
     """OSWorld domain of the task (e.g. libreoffice_calc); searched in every domain when left out."""
     tasks_dir: Path | None = None
-    """Folder of V1 task files (examples/<domain>/<id>.json); default $HCU_OSWORLD_TASKS_DIR, else the OSWorld
-    checkout's evaluation_examples."""
+    """Folder of V1 task files (examples/<domain>/<id>.json) or V2 task classes (task_<id>.py); default
+    $HCU_OSWORLD_TASKS_DIR (V1), else the OSWorld checkout's evaluation_examples (V2: its task_class/)."""
 
 
 class GuestSettings(Settings):
@@ -53,6 +53,9 @@ class GuestSettings(Settings):
     """Guest memory with its unit (4G, 8192M)."""
     client_password: str | None = None
     """The guest user's sudo password; default: the benchmark version's."""
+    guest_docker_image: str = Field(default=GUEST.qemu_docker_image, min_length=1)
+    """The container image that boots guest_image with QEMU: the official one, or a local stand-in with its
+    contract (`make qemu-guest`); pulled when absent, then pinned by digest (or image id)."""
 
     @model_validator(mode="after")
     def _one_guest(self) -> GuestSettings:
@@ -72,6 +75,12 @@ class AssetSettings(Settings):
     """A file missing from the asset cache fails setup instead of being downloaded."""
     asset_mirror: str | None = Field(default=None, pattern=r"^https?://\S+$")
     """Fetch cache misses from <mirror>/<host>/<path> (any server of a copied asset cache)."""
+
+
+class OSWorldSettings(Settings):
+    osworld_python: Path | None = None
+    """The interpreter that runs OSWorld's setup and evaluator code in its own process (an OSWorld checkout's
+    venv python); default the evaluator venv .venv-osworld (`make osworld-venv`)."""
 
 
 class AgentSettings(Settings):
@@ -118,9 +127,13 @@ class GatewaySettings(Settings):
     """Gateway base URL; default http://<docker bridge address>:<the agent's port>."""
     token_log: Path | None = None
     """The gateway's token log, read for the attempt's usage."""
+    scope_key_file: Path | None = None
+    """The key file the gateway was started with (its --scope-key-file): the agent's credential becomes the
+    attempt's scope secret, so no other guest can use, read or end this attempt's scope. Created when missing."""
 
 
-class AttemptSettings(GatewaySettings, LimitSettings, AgentSettings, AssetSettings, GuestSettings, TaskSettings):
+class AttemptSettings(GatewaySettings, LimitSettings, AgentSettings, OSWorldSettings, AssetSettings, GuestSettings,
+                      TaskSettings):
     """Everything one attempt runs with, apart from which task it is and where its results go."""
 
     def default_guide(self) -> Path:
@@ -154,9 +167,11 @@ class AttemptSettings(GatewaySettings, LimitSettings, AgentSettings, AssetSettin
             "artifact_dir": absolute(base, self.artifact_dir or REPO_ROOT / "artifacts"),
             "asset_cache": absolute(base, self.asset_cache or REPO_ROOT / "assets"),
         }
-        for key in ("guest_image", "tasks_dir", "agent_binary", "mcp_binary", "token_log"):
+        for key in ("guest_image", "tasks_dir", "agent_binary", "mcp_binary", "token_log", "scope_key_file"):
             value = getattr(self, key)
             updates[key] = None if value is None else absolute(base, value)
+        # not resolved: a venv's python is a symlink to the base interpreter, which lacks the venv's packages
+        updates["osworld_python"] = None if self.osworld_python is None else base / self.osworld_python.expanduser()
         resolved = self.model_copy(update=updates)
         resolved.agent_binary = resolved.agent_binary or resolved.artifact_dir / agent.artifacts[0]
         resolved.mcp_binary = resolved.mcp_binary or resolved.artifact_dir / "computer-use"

@@ -21,14 +21,21 @@ from hcu.osworld.attempt.identity import AttemptId
 from hcu.osworld.defaults import BENCHMARKS, GUEST
 from hcu.osworld.errors import PhaseError
 from hcu.osworld.guest.readiness import ReadinessStep
-from hcu.osworld.osworld_bridge import code as osworld_code
-from hcu.osworld.osworld_bridge.evaluate import EvalResult, evaluate
-from hcu.osworld.osworld_bridge.setup import SetupStepError, SetupStepRecord, run_setup
+from hcu.osworld.osworld_bridge.assets import AssetCache
+from hcu.osworld.osworld_bridge.evaluate import EvalResult, ensure_evaluator_loads, evaluate
+from hcu.osworld.osworld_bridge.setup import (
+    SetupStepError,
+    SetupStepRecord,
+    osworld_process,
+    run_setup,
+    task_cache_dir,
+)
 from hcu.osworld.settings import (
     SAFE_NAME,
     AssetSettings,
     GuestSettings,
     OneLineParser,
+    OSWorldSettings,
     TaskSettings,
     add_flags,
     parse_flags,
@@ -50,6 +57,8 @@ class CanaryReport(Record):
     volume_size_gb: int
     desktop_env: str | None = None
     """The OSWorld code that ran setup and evaluation (its `desktop_env` package directory)."""
+    osworld_python: str | None = None
+    """The interpreter of the OSWorld process."""
     readiness: list[ReadinessStep] = []
     setup_steps: list[SetupStepRecord] = []
     evaluator: EvalResult | None = None
@@ -58,7 +67,7 @@ class CanaryReport(Record):
     duration_sec: float = 0.0
 
 
-class CanaryOptions(AssetSettings, GuestSettings, TaskSettings):
+class CanaryOptions(OSWorldSettings, AssetSettings, GuestSettings, TaskSettings):
     task_id: str = Field(pattern=SAFE_NAME)
     """The OSWorld task id."""
     result_dir: Path
@@ -109,18 +118,18 @@ def run(args: CanaryOptions, task: TaskDefinition) -> CanaryReport:
         work_dir = args.result_dir / "work"
         guest = start_guest(spec, attempt, work_dir=work_dir, boot_timeout_sec=args.boot_timeout)
         report.readiness = list(guest.readiness)
-        cache = args.result_dir / ".osworld-cache"
-        report.setup_steps = run_setup(
-            guest, task, osworld_cache_dir=cache, asset_cache=args.asset_cache,
-            offline_assets=args.offline_assets, step_deadline_sec=args.step_deadline,
-            asset_mirror=args.asset_mirror,
-        )
-        report.desktop_env = str(osworld_code.desktop_env_dir())
-        if args.run_evaluator:
-            report.evaluator = evaluate(
-                guest, task, agent_last_action=None, osworld_cache_dir=cache, asset_cache=args.asset_cache,
-                offline_assets=args.offline_assets,
-            )
+        cache_dir = task_cache_dir(args.result_dir / ".osworld-cache", task)
+        assets = AssetCache.configured(args.asset_cache, offline=args.offline_assets, mirror=args.asset_mirror)
+        password = spec.client_password
+        with osworld_process(guest, cache_dir, osworld_python=args.osworld_python,
+                             offline_assets=args.offline_assets, what=f"canary {task.id}") as osworld:
+            report.desktop_env, report.osworld_python = osworld.hello["desktop_env"], osworld.hello["python"]
+            ensure_evaluator_loads(osworld, task)
+            report.setup_steps = run_setup(osworld, task, password=password, cache_dir=cache_dir, assets=assets,
+                                           step_deadline_sec=args.step_deadline)
+            if args.run_evaluator:
+                report.evaluator = evaluate(osworld, task, agent_last_action=None, password=password,
+                                            cache_dir=cache_dir, assets=assets)
         report.status = "passed"
     except PhaseError as exc:
         report.readiness = report.readiness or list(getattr(exc, "readiness", []))
@@ -143,7 +152,7 @@ def run(args: CanaryOptions, task: TaskDefinition) -> CanaryReport:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
-        task = load_task(args.benchmark_version, args.task_id, args.task_domain, args.tasks_dir)
+        task = load_task(args.benchmark_version, args.task_id, args.task_domain, args.tasks_dir, args.osworld_python)
     except (TaskError, PhaseError) as exc:
         print(f"setup_canary: error: {exc}", file=sys.stderr)
         return 2

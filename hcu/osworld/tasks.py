@@ -1,12 +1,15 @@
 """Task definitions: V1 task files and V2 task classes, from the OSWorld checkout, --tasks-dir or
-$HCU_OSWORLD_TASKS_DIR (nothing else is searched)."""
+$HCU_OSWORLD_TASKS_DIR (nothing else is searched).
+
+V1 files are read here. V2 classes are Python code: they are imported only in the OSWorld process, which
+describes them (instruction, steps, what they need); hcu's process never runs a task's code."""
 
 from __future__ import annotations
 
 import hashlib
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 from pydantic import BaseModel, ConfigDict
@@ -17,12 +20,6 @@ from hcu.osworld.errors import PhaseError
 TASKS_DIR_ENV = "HCU_OSWORLD_TASKS_DIR"
 """A V1 tasks folder (`examples/<domain>/<id>.json` inside) used instead of the checkout's."""
 
-V2_TASKS_SUBDIR = Path("evaluation_examples") / "task_class"
-"""Where the checkout's download script writes the V2 task classes (`task_<id>.py`)."""
-V2_DOWNLOAD_HINT = (
-    "download the V2 task classes with the checkout's scripts/tools/download_osworld_v2_tasks.py "
-    "(after `hf auth login`)"
-)
 
 
 class TaskError(PhaseError):
@@ -34,6 +31,7 @@ class TaskDefinition(BaseModel):
 
     id: str
     domain: str
+    kind: Literal["v1_json", "v2_class"] = "v1_json"
     instruction: str
     config: list[dict[str, Any]]
     evaluator: dict[str, Any]
@@ -42,19 +40,30 @@ class TaskDefinition(BaseModel):
     sha256: str
     """Of the task file's bytes, so a result says exactly which definition it was scored against."""
 
+    tasks_dir: Path | None = None
+    """For a V2 class: the folder it was found in (None: the checkout's task_class/)."""
+
     @property
     def proxy(self) -> bool:
         return bool(self.raw.get("proxy", False))
 
+    def osworld_config(self) -> dict[str, Any]:
+        """The task as OSWorld's `DesktopEnv` reads it."""
+        return {"id": self.id, "instruction": self.instruction, "config": self.config, "evaluator": self.evaluator}
 
-def default_v1_tasks_dir() -> Path:
+    def v2_ref(self) -> dict[str, Any]:
+        """How the OSWorld process finds this V2 class again."""
+        return {"task_id": self.id, "tasks_dir": None if self.tasks_dir is None else str(self.tasks_dir)}
+
+
+def default_v1_tasks_dir(osworld_python: Path | None = None) -> Path:
     """`$HCU_OSWORLD_TASKS_DIR`, else the OSWorld checkout's `evaluation_examples`."""
     configured = os.environ.get(TASKS_DIR_ENV)
     if configured:
         return Path(configured).expanduser()
-    from hcu.osworld.osworld_bridge.code import checkout_root
+    from hcu.osworld.osworld_bridge.process import osworld_identity
 
-    candidate = checkout_root() / "evaluation_examples"
+    candidate = Path(osworld_identity(osworld_python)["checkout_root"]) / "evaluation_examples"
     if not (candidate / "examples").is_dir():
         raise TaskError(
             f"no V1 tasks folder: {candidate}/examples does not exist; "
@@ -111,19 +120,20 @@ def _parse_v1(path: Path) -> TaskDefinition:
     )
 
 
-def _load_v2(task_id: str) -> TaskDefinition:
-    """V2 tasks are Python classes the checkout downloads itself; the runner never fetches them."""
-    from hcu.osworld.osworld_bridge.code import checkout_root
+def _load_v2(task_id: str, tasks_dir: Path | None, osworld_python: Path | None) -> TaskDefinition:
+    """A V2 task class, described by the OSWorld process; a need this run cannot meet is a one-line error."""
+    from hcu.osworld.osworld_bridge.process import OSWorldCodeError, describe_v2_task
 
-    tasks_root = checkout_root() / V2_TASKS_SUBDIR
-    if not tasks_root.is_dir():
-        raise TaskError(f"V2 task classes are not in {tasks_root}; {V2_DOWNLOAD_HINT}")
-    name = task_id if task_id.startswith("task_") else f"task_{task_id}"
-    path = tasks_root / f"{name}.py"
-    if "/" in task_id or not path.is_file():
-        raise TaskError(f"V2 task {task_id} not found: {path} does not exist; {V2_DOWNLOAD_HINT}")
-    raise TaskError(
-        f"V2 task {task_id} ({path}) is a task class; hcu's setup and evaluator path runs V1 task files only"
+    try:
+        found = describe_v2_task(task_id, tasks_dir, osworld_python)
+    except OSWorldCodeError as exc:
+        raise TaskError(str(exc).removeprefix("loading the V2 task: ")) from None
+    if found["needs"]:
+        raise TaskError(f"V2 task {task_id} needs {', '.join(found['needs'])}, which this run does not provide")
+    return TaskDefinition(
+        id=task_id, domain="tasks", kind="v2_class", instruction=found["instruction"], config=found["config"],
+        evaluator={}, raw=found, source_path=Path(found["source_path"]), sha256=found["sha256"],
+        tasks_dir=tasks_dir,
     )
 
 
@@ -132,11 +142,13 @@ def load_task(
     task_id: str,
     task_domain: str | None = None,
     tasks_dir: Path | None = None,
+    osworld_python: Path | None = None,
 ) -> TaskDefinition:
-    """Load one task definition. Every failure is a one-line `TaskError`."""
+    """Load one task definition. Every failure is a one-line `TaskError`. `osworld_python` is asked only for
+    a V2 class, or for the checkout's tasks folder when no folder is given."""
     if benchmark_version == "v2":
-        return _load_v2(task_id)
+        return _load_v2(task_id, tasks_dir, osworld_python)
     if benchmark_version != "v1":
         raise TaskError(f"benchmark_version: expected 'v1' or 'v2', got {benchmark_version!r}")
-    folder = Path(tasks_dir) if tasks_dir is not None else default_v1_tasks_dir()
+    folder = Path(tasks_dir) if tasks_dir is not None else default_v1_tasks_dir(osworld_python)
     return _parse_v1(_find_v1_file(folder, task_id, task_domain))

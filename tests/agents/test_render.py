@@ -190,3 +190,12 @@ def test_missing_artifact_is_named(name, ctx, tmp_path):
     expected = f"agent artifacts missing in {tmp_path}: .*run `make agents`"
     with pytest.raises(FileNotFoundError, match=expected):
         get_adapter(name).plan(ctx, tmp_path)
+
+
+@pytest.mark.parametrize("name", FAST_AGENTS)
+def test_a_scope_secret_replaces_the_placeholder(name, artifact_dir):
+    secret = "hcu1-" + "ab" * 32
+    ctx = make_context(gateway_token=secret)
+    plan = get_adapter(name).plan(ctx, artifact_dir)
+    assert secret in plan.env.values() and PLACEHOLDER_TOKEN not in plan.env.values()
+    assert secret not in repr(ctx)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import threading
 import uuid
@@ -101,20 +102,42 @@ def test_desktop_guest(tmp_path_factory: pytest.TempPathFactory) -> Iterator[obj
         remove_guest(guest)
 
 
-@pytest.fixture
-def desktop_env_checkout(tmp_path: Path) -> Path:
-    """The installed `desktop_env` package laid out as an OSWorld checkout (`<root>/desktop_env`)."""
-    import importlib.util
+@pytest.fixture(scope="session")
+def evaluator_python() -> Path:
+    """The evaluator venv's interpreter (`make osworld-venv`): the default OSWorld process."""
+    from hcu.osworld.osworld_bridge.process import EVALUATOR_VENV, resolve_python
 
-    spec = importlib.util.find_spec("desktop_env")
-    assert spec is not None and spec.submodule_search_locations, (
-        "desktop_env is not installed: pip install -r requirements-osworld.txt && "
-        "pip install --no-deps desktop-env==1.0.2"
-    )
+    python = EVALUATOR_VENV / "bin" / "python"
+    assert python.is_file(), f"the evaluator venv is missing: {python} (run `make osworld-venv`)"
+    assert resolve_python(None) == python
+    return python
+
+
+@pytest.fixture
+def desktop_env_checkout(tmp_path: Path, evaluator_python: Path) -> Path:
+    """The evaluator venv's `desktop_env` package laid out as an OSWorld checkout (`<root>/desktop_env`)."""
+    from hcu.osworld.osworld_bridge.process import osworld_identity
+
     root = tmp_path / "OSWorld"
-    shutil.copytree(
-        Path(next(iter(spec.submodule_search_locations))),
-        root / "desktop_env",
-        ignore=shutil.ignore_patterns("__pycache__"),
-    )
+    shutil.copytree(osworld_identity(evaluator_python)["desktop_env"], root / "desktop_env",
+                    ignore=shutil.ignore_patterns("__pycache__"))
     return root
+
+
+@contextlib.contextmanager
+def osworld_on(guest, cache_root: Path, *, offline: bool = True, python: Path | None = None) -> Iterator[tuple]:
+    """An OSWorld process opened on `guest` with a per-test cache: yields (process, cache_dir)."""
+    from hcu.osworld.osworld_bridge.setup import osworld_process
+
+    cache_dir = cache_root / "osworld-cache" / "task"
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    with osworld_process(guest, cache_dir, osworld_python=python, offline_assets=offline, what="test") as process:
+        yield process, cache_dir
+
+
+@pytest.fixture(scope="module")
+def osworld(test_desktop_guest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple]:
+    """One OSWorld process per module on the module's guest, offline (OSWorld's import costs seconds); a test
+    whose call overruns a deadline kills it, and the next call starts another."""
+    with osworld_on(test_desktop_guest, tmp_path_factory.mktemp("osworld")) as opened:
+        yield opened

@@ -196,7 +196,7 @@ def test_a_checkout_with_the_overlay_installed_runs_setup_from_the_asset_cache(
             target = cache_path(assets, f["url"])
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(fake_jpeg)
-    env = dict(os.environ, OSWORLD_V2_ROOT=str(desktop_env_checkout))
+    env = dict(os.environ, OSWORLD_V2_ROOT=str(desktop_env_checkout))  # the reference's variable, as its README says
     code, report, stderr = canary(
         tmp_path / "r", PHOTOS_TASK, "--offline-assets", "--asset-cache", str(assets), "--run-evaluator",
         tasks_dir=official_tasks, env=env,
@@ -204,3 +204,23 @@ def test_a_checkout_with_the_overlay_installed_runs_setup_from_the_asset_cache(
     assert code == 0 and report["status"] == "passed", report.get("error") or stderr
     assert report["desktop_env"] == str(desktop_env_checkout.resolve() / "desktop_env")
     assert report["evaluator"]["score"] == 0.0
+
+
+V2_TASKS = Path(__file__).resolve().parent / "v2_tasks"
+
+
+@pytest.mark.docker
+def test_a_v2_task_class_canary_runs_its_setup_and_scores_the_untouched_state(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "hcu.osworld.setup_canary", "--benchmark-version", "v2", "--task-id", "901",
+         "--tasks-dir", str(V2_TASKS), "--test-desktop", TEST_DESKTOP_IMAGE, "--result-dir", str(tmp_path / "r"),
+         "--run-evaluator"],
+        capture_output=True, text=True, timeout=300, cwd=REPO_ROOT,
+    )
+    report = orjson.loads((tmp_path / "r" / "report.json").read_bytes())
+    assert done.returncode == 0 and report["status"] == "passed", report.get("error") or done.stderr[-2000:]
+    assert [(s["type"], s["ok"]) for s in report["setup_steps"]] == [("task_class.setup", True)]
+    assert report["evaluator"]["metric"] == "task_class.evaluate"
+    assert report["evaluator"]["score"] == 0.0 and report["evaluator"]["details"]["task_result"]["lines"] is None
+    assert report["osworld_python"].endswith(".venv-osworld/bin/python")
+    assert_guest_removed("901")

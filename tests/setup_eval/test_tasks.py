@@ -64,25 +64,37 @@ def test_a_task_without_config_has_no_setup_steps(tmp_path: Path) -> None:
     assert load_task("v1", "t2", tasks_dir=tmp_path).config == []
 
 
+V2_TASKS = Path(__file__).resolve().parent / "v2_tasks"
+
+
+def test_a_v2_task_class_is_described_by_the_osworld_process() -> None:
+    task = load_task("v2", "901", tasks_dir=V2_TASKS)
+    assert (task.kind, task.id, task.domain) == ("v2_class", "901", "tasks")
+    assert task.instruction.startswith("Create the text file ~/Desktop/notes.txt")
+    assert task.source_path == V2_TASKS / "task_901.py" and len(task.sha256) == 64
+    assert not [name for name in sys.modules if "task_901" in name], "hcu's process imported the task's code"
+
+
+def test_what_a_v2_task_needs_and_this_run_lacks_is_named_before_any_guest(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("WEBSITE_HOST_SUFFIX", raising=False)
+    with pytest.raises(TaskError) as caught:
+        load_task("v2", "904", tasks_dir=V2_TASKS)
+    assert str(caught.value) == (
+        "V2 task 904 needs the V2 mock websites (WEBSITE_HOST_SUFFIX unset), which this run does not provide"
+    )
+
+
 def test_v2_task_classes_are_looked_up_in_the_checkout_and_never_fetched(
-    desktop_env_checkout: Path, monkeypatch: pytest.MonkeyPatch
+    desktop_env_checkout: Path, evaluator_python: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from hcu.osworld.osworld_bridge import code as osworld_code
-    monkeypatch.setenv("OSWORLD_V2_ROOT", str(desktop_env_checkout))
-    monkeypatch.setattr(sys, "path", list(sys.path))
-    for name in [m for m in sys.modules if m == "desktop_env" or m.startswith("desktop_env.")]:
-        monkeypatch.delitem(sys.modules, name)  # restored afterwards
-    osworld_code.desktop_env_dir.cache_clear()
-    try:
-        with pytest.raises(TaskError, match="download_osworld_v2_tasks.py") as caught:
-            load_task("v2", "001")
-        assert "\n" not in str(caught.value)
-        task_class = desktop_env_checkout / "evaluation_examples" / "task_class"
-        task_class.mkdir(parents=True)
-        with pytest.raises(TaskError, match="task_class/task_001.py does not exist"):
-            load_task("v2", "001")
-        (task_class / "task_001.py").write_text("class Task: ...\n")
-        with pytest.raises(TaskError, match="is a task class; hcu's setup and evaluator path runs V1"):
-            load_task("v2", "001")
-    finally:
-        osworld_code.desktop_env_dir.cache_clear()
+    monkeypatch.setenv("OSWORLD_V2_ROOT", str(desktop_env_checkout))  # the OSWorld process imports it from there
+    gated = "the gated V2 task classes are not in .*download_osworld_v2_tasks.py"
+    with pytest.raises(TaskError, match=gated) as caught:
+        load_task("v2", "001", osworld_python=evaluator_python)
+    assert "\n" not in str(caught.value) and str(desktop_env_checkout) in str(caught.value)
+    task_class = desktop_env_checkout / "evaluation_examples" / "task_class"
+    task_class.mkdir(parents=True)
+    with pytest.raises(TaskError, match="task_class/task_001.py does not exist"):
+        load_task("v2", "001", osworld_python=evaluator_python)
+    (task_class / "task_001.py").write_bytes((V2_TASKS / "task_901.py").read_bytes())
+    assert load_task("v2", "001", osworld_python=evaluator_python).source_path == task_class / "task_001.py"

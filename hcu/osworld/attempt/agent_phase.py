@@ -19,6 +19,7 @@ from hcu.gateway.budget import TaskStateView
 from hcu.osworld.agents.base import AgentAdapter, AgentPlan, TurnOutcome
 from hcu.osworld.attempt.gateway_health import gateway_health
 from hcu.osworld.attempt.result import ProtocolWord, TerminationReason
+from hcu.osworld.attempt.scope_credential import GatewayCredential
 from hcu.osworld.guest.api import GuestAPI
 from hcu.osworld.guest.process import GuestProcess
 from hcu.record_io import write_atomic
@@ -65,7 +66,8 @@ class _Watch:
 
 
 def run_agent(api: GuestAPI, adapter: AgentAdapter, plan: AgentPlan, *, gateway_url: str, scope: str,
-              work_dir: str, state_dir: str, result_dir: Path, limits: AgentLimits) -> AgentOutcome:
+              work_dir: str, state_dir: str, result_dir: Path, limits: AgentLimits,
+              credential: GatewayCredential) -> AgentOutcome:
     started = time.monotonic()
     waited_sec = 0.0  # resume delays, added to the deadlines like gateway waits
     tool_calls = rate_limit_resumes = 0
@@ -75,12 +77,12 @@ def run_agent(api: GuestAPI, adapter: AgentAdapter, plan: AgentPlan, *, gateway_
     for turn in range(1, MAX_TURNS + 1):
         proc = GuestProcess(api, state_dir, f"agent-turn-{turn}")
         proc.start(argv, env=plan.env, cwd=work_dir)
-        stop = _watch(proc, gateway_url, scope, started, waited_sec, limits)
+        stop = _watch(proc, gateway_url, scope, credential, started, waited_sec, limits)
         if stop is not None:
             proc.kill()
-        outcome = _collect_turn(adapter, proc, turn, result_dir, trace)
+        outcome = _collect_turn(adapter, proc, turn, result_dir, trace, credential)
         tool_calls += outcome.tool_calls
-        state = _state(gateway_url, scope)
+        state = _state(gateway_url, scope, credential)
         end = _turn_end(stop, outcome, state)
         common = dict(turns=turn, rate_limit_resumes=rate_limit_resumes, tool_calls=tool_calls,
                       protocol_word=outcome.protocol_word, final_message=outcome.final_message)
@@ -130,15 +132,15 @@ def _final(end: str, outcome: TurnOutcome, **common: object) -> AgentOutcome:
     return AgentOutcome(termination_reason="completed", failure_message=failure, **common)
 
 
-def _watch(proc: GuestProcess, gateway_url: str, scope: str, started: float, waited_sec: float,
-           limits: AgentLimits) -> str | None:
+def _watch(proc: GuestProcess, gateway_url: str, scope: str, credential: GatewayCredential, started: float,
+           waited_sec: float, limits: AgentLimits) -> str | None:
     """Poll until the process exits (None) or a limit is hit ("timeout", "no_progress", "gateway_failed")."""
     now = time.monotonic()
     watch = _Watch(last_progress=now)
     while True:
         time.sleep(limits.poll_sec)
         status = proc.status()
-        state = _state(gateway_url, scope)
+        state = _state(gateway_url, scope, credential)
         if not status.alive:
             return None
         if state.failed:
@@ -154,14 +156,15 @@ def _watch(proc: GuestProcess, gateway_url: str, scope: str, started: float, wai
             return "no_progress"
 
 
-def _state(gateway_url: str, scope: str) -> TaskStateView:
-    return gateway_health(gateway_url, task=scope).task or TaskStateView(task=scope)
+def _state(gateway_url: str, scope: str, credential: GatewayCredential) -> TaskStateView:
+    return gateway_health(gateway_url, task=scope, secret=credential.secret).task or TaskStateView(task=scope)
 
 
 def _collect_turn(adapter: AgentAdapter, proc: GuestProcess, turn: int, result_dir: Path,
-                  trace: Path) -> TurnOutcome:
-    """Keep the turn's raw output as evidence, parse it, and append its events to agent.jsonl."""
-    stdout, stderr = proc.read_stdout(), proc.read_stderr()
+                  trace: Path, credential: GatewayCredential) -> TurnOutcome:
+    """Keep the turn's raw output as evidence (without the scope secret), parse it, and append its events to
+    agent.jsonl."""
+    stdout, stderr = credential.redact(proc.read_stdout()), credential.redact(proc.read_stderr())
     write_atomic(result_dir / f"phase-agent-turn-{turn}-events.jsonl", stdout)
     write_atomic(result_dir / f"phase-agent-turn-{turn}-stderr.log", stderr)
     outcome = adapter.parse_events(stdout.decode("utf-8", "replace"))

@@ -7,6 +7,7 @@ and the guest is always removed.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import signal
@@ -27,14 +28,17 @@ from hcu.osworld.attempt.options import RunTaskOptions
 from hcu.osworld.attempt.phases import PhaseLog
 from hcu.osworld.attempt.probe import check_executables, check_gateway_from_guest, check_mcp
 from hcu.osworld.attempt.result import TaskResult
+from hcu.osworld.attempt.scope_credential import check_scope_key, gateway_credential
 from hcu.osworld.attempt.usage import usage_for_scope
 from hcu.osworld.defaults import AGENTS, GUEST
 from hcu.osworld.errors import EvaluatorError, PhaseError
 from hcu.osworld.guest.api import GuestAPIError
 from hcu.osworld.guest.bridge import bridge_address
 from hcu.osworld.guest.lifecycle import Guest, GuestSpec, remove_guest, start_guest
-from hcu.osworld.osworld_bridge.evaluate import evaluate
-from hcu.osworld.osworld_bridge.setup import run_setup
+from hcu.osworld.osworld_bridge.assets import AssetCache
+from hcu.osworld.osworld_bridge.evaluate import ensure_evaluator_loads, evaluate
+from hcu.osworld.osworld_bridge.process import OSWorldCodeError, OSWorldProcess, resolve_python
+from hcu.osworld.osworld_bridge.setup import osworld_process, run_setup, task_cache_dir
 from hcu.osworld.queue.admission import admission_from_env
 from hcu.osworld.settings import INSTRUCTIONS
 from hcu.osworld.tasks import load_task
@@ -104,10 +108,12 @@ class _Attempt:
         o, phase = self.opts, self.phases.phase
         with phase("load"):
             o = self.opts = o.resolved(Path.cwd(), bridge_address)
-            task = load_task(o.benchmark_version, o.task_id, o.task_domain, o.tasks_dir)
+            task = load_task(o.benchmark_version, o.task_id, o.task_domain, o.tasks_dir, o.osworld_python)
+            self.meta["osworld_python"] = str(resolve_python(o.osworld_python))
             adapter = get_adapter(o.agent)
             result.task_domain, result.model, result.effort = task.domain, o.model, o.effort
-            ctx = self._context(task.instruction)
+            credential = gateway_credential(o.scope_key_file, self.attempt.gateway_scope)
+            ctx = self._context(task.instruction, credential.token)
             self.meta.update(task_sha256=task.sha256, gateway=o.gateway, scope=self.attempt.gateway_scope,
                              session_id=ctx.session_id)
             # Rendered before any guest starts, so a missing binary costs nothing.
@@ -126,16 +132,21 @@ class _Attempt:
             upload_plan(api, plan, {ctx.computer_use_path: o.mcp_binary})
             self.meta["artifacts"] = _artifact_identity(o.artifact_dir, AGENTS[o.agent].artifacts, o.mcp_binary)
             prepare_agent(api, plan, GUEST_HOME)
-        with phase("setup"):
+        cache_dir = task_cache_dir(self.result_dir / ".osworld-cache", task)
+        assets = AssetCache.configured(o.asset_cache, offline=o.offline_assets, mirror=o.asset_mirror)
+        with phase("setup"), self._osworld(cache_dir, "setup") as osworld:
+            ensure_evaluator_loads(osworld, task)  # a task that can never be scored spends no agent budget
             self.meta["setup_steps"] = [s.model_dump(mode="json") for s in run_setup(
-                self.guest, task, osworld_cache_dir=self.result_dir / ".osworld-cache",
-                asset_cache=o.asset_cache, offline_assets=o.offline_assets, asset_mirror=o.asset_mirror)]
+                osworld, task, password=spec.client_password, cache_dir=cache_dir, assets=assets)]
         with phase("probe"):
             self.meta["gateway_health"] = check_gateway_from_guest(api, o.gateway, o.max_model_calls)
+            if unprotected := check_scope_key(self.meta["gateway_health"], credential, o.gateway):
+                log.warning(unprotected)
             self.meta["agent_version"] = check_executables(api, plan, GUEST_HOME)
             self.meta["mcp_probe"] = check_mcp(api, plan, ctx.channels).model_dump(mode="json")
         with phase("agent"):
             outcome = run_agent(api, adapter, plan, gateway_url=o.gateway, scope=self.attempt.gateway_scope,
+                                credential=credential,
                                 work_dir=GUEST_HOME, state_dir=f"{GUEST_ROOT}/run", result_dir=self.result_dir,
                                 limits=AgentLimits(timeout_sec=o.timeout_seconds,
                                                    no_progress_sec=o.no_progress_seconds,
@@ -147,9 +158,11 @@ class _Attempt:
         with phase("evaluate"):
             write_atomic(self.result_dir / "final-before-eval.png", api.screenshot())
             try:
-                scored = evaluate(self.guest, task, agent_last_action=outcome.last_action,
-                                  osworld_cache_dir=self.result_dir / ".osworld-cache",
-                                  asset_cache=o.asset_cache, offline_assets=o.offline_assets)
+                with self._osworld(cache_dir, "evaluate") as osworld:
+                    scored = evaluate(osworld, task, agent_last_action=outcome.last_action,
+                                      password=spec.client_password, cache_dir=cache_dir, assets=assets)
+            except OSWorldCodeError as exc:  # the OSWorld process did not start: still no score, never a zero
+                raise EvaluatorError(str(exc)) from None
             finally:
                 self._screenshot("final-after-eval.png")
         result.status = "completed"
@@ -157,7 +170,12 @@ class _Attempt:
         budget_or_timeout = outcome.termination_reason in ("max_model_calls", "timeout")
         result.score = 0.0 if budget_or_timeout else scored.score
 
-    def _context(self, instruction: str) -> AgentContext:
+    def _osworld(self, cache_dir: Path, what: str) -> contextlib.AbstractContextManager[OSWorldProcess]:
+        """OSWorld's code for one phase, in its own process (a deadline kills it, and all it started)."""
+        return osworld_process(self.guest, cache_dir, osworld_python=self.opts.osworld_python,
+                               offline_assets=self.opts.offline_assets, what=f"{self.attempt} {what}")
+
+    def _context(self, instruction: str, gateway_token: str) -> AgentContext:
         o = self.opts
         guide = o.guide_path()
         profile = guide.read_text() if guide else ""
@@ -168,7 +186,7 @@ class _Attempt:
             channels=list(parse_channels(",".join(o.channels), code_mode=o.code_mode)), code_mode=o.code_mode,
             base_instructions=o.base_instructions_file.read_text(), profile_instructions=profile or None,
             prompt=instruction + PROTOCOL, session_id=str(uuid.uuid4()), guest_home=GUEST_HOME,
-            guest_root=GUEST_ROOT, computer_use_path=f"{GUEST_ROOT}/bin/computer-use")
+            guest_root=GUEST_ROOT, computer_use_path=f"{GUEST_ROOT}/bin/computer-use", gateway_token=gateway_token)
 
     def _apply_outcome(self, result: TaskResult, outcome: AgentOutcome) -> None:
         result.termination_reason = outcome.termination_reason
@@ -183,6 +201,7 @@ class _Attempt:
         self.meta["guest"] = {
             "spec": spec.model_dump(mode="json", exclude={"client_password"}),
             "container_id": g.container_id, "host": g.host, "ports": g.ports.model_dump(),
+            "container_image": g.container_image.model_dump(),
             "readiness": [s.model_dump(mode="json") for s in g.readiness],
         }
 

@@ -1,11 +1,10 @@
-"""Scoring with OSWorld's own postconfig, getters and metrics, over our guest.
+"""Scoring with OSWorld's own code, in the OSWorld process, over our guest.
 
-The getters take an `env`; `OSWorldEnv` gives them the attributes of `DesktopEnv` they read (controller,
-vm_ip, ports, cache_dir, ...) without constructing `DesktopEnv`, which would start its own Docker provider.
-The aggregation follows `DesktopEnv.evaluate` of desktop-env 1.0.2: `infeasible` scores 1 iff the agent's
-last action is "FAIL"; otherwise a trailing "FAIL" scores 0; a getter's `FileNotFoundError` scores 0;
-`and` stops at the first 0 and averages, `or` stops at the first 1 and takes the max. Anything else that
-raises is an `EvaluatorError`, never a zero.
+V1: the evaluator's postconfig runs step by step through OSWorld's SetupController (recorded like setup), then
+`DesktopEnv.evaluate` scores the state (child/v1.py): OSWorld's own metric lookup, `infeasible` rule, `conj`
+and averaging. V2: the task class's own `evaluate(env)`; partial credit is kept as the raw score. Files a
+`cloud_file` getter would download come from the asset cache. Anything that fails is an `EvaluatorError`,
+never a zero.
 """
 
 from __future__ import annotations
@@ -17,165 +16,107 @@ from typing import Any
 from pydantic import BaseModel
 
 from hcu.osworld.errors import EvaluatorError
-from hcu.osworld.osworld_bridge import code as osworld_code
-from hcu.osworld.osworld_bridge.assets import AssetCache, is_url
-from hcu.osworld.osworld_bridge.setup import (
-    GuestLike,
-    SetupStepError,
-    mask,
-    one_line,
-    place,
-    run_steps,
-    setup_controller,
-    task_cache_dir,
-)
+from hcu.osworld.osworld_bridge.assets import AssetCache, AssetError, is_url
+from hcu.osworld.osworld_bridge.process import OSWorldCodeError, OSWorldProcess
+from hcu.osworld.osworld_bridge.protocol import mask, one_line
+from hcu.osworld.osworld_bridge.setup import SetupStepError, place, run_steps
 from hcu.osworld.tasks import TaskDefinition
 
-INFEASIBLE = "infeasible"
-AGENT_FAIL = "FAIL"
+DEFAULT_DEADLINE_SEC = 600.0
 
 
 class EvalResult(BaseModel):
     score: float
+    """What OSWorld's evaluator said: 0/1 for most V1 tasks, a partial credit in [0, 1] for V2 classes."""
     metric: str | list[str]
     details: dict[str, Any]
 
 
-class OSWorldEnv:
-    """The parts of `DesktopEnv` OSWorld's getters read, over one of our guests."""
-
-    def __init__(self, guest: GuestLike, cache_dir: Path) -> None:
-        self.vm_ip = guest.host
-        self.server_port = guest.ports.api
-        self.chromium_port = guest.ports.cdp
-        self.vlc_port = guest.ports.vlc
-        self.cache_dir = str(cache_dir)
-        self.current_use_proxy = False
-        self.enable_proxy = False
-        python = osworld_code.module("controllers.python")
-        self.controller = python.PythonController(vm_ip=guest.host, server_port=guest.ports.api)
-        self.setup_controller = setup_controller(guest, cache_dir)
-
-    @property
-    def vm_platform(self) -> str:
-        return self.controller.get_vm_platform()
-
-    @property
-    def vm_screen_size(self) -> Any:
-        return self.controller.get_vm_screen_size()
+def _getter_configs(evaluator: dict[str, Any]) -> list[dict[str, Any]]:
+    configs: list[Any] = []
+    for key in ("result", "expected"):
+        value = evaluator.get(key)
+        configs += value if isinstance(value, list) else [value]
+    return [c for c in configs if isinstance(c, dict)]
 
 
-def _as_list(value: Any, n: int) -> list[Any]:
-    return list(value) if isinstance(value, list) else [value] * n
+def evaluator_names(evaluator: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """(metric names, getter function names) an evaluator makes `DesktopEnv` look up."""
+    funcs = evaluator.get("func")
+    metrics = list(funcs) if isinstance(funcs, list) else [funcs] if funcs else []
+    getters = [f"get_{config['type']}" for config in _getter_configs(evaluator) if config.get("type")]
+    return metrics, getters
 
 
-def _plan(evaluator: dict[str, Any]) -> tuple[list[str], list[Any], list[Any], list[dict[str, Any]]]:
-    """(metrics, result configs, expected configs, options), one entry per metric, as `DesktopEnv` reads
-    them; an unequal list length is a malformed task."""
-    funcs = evaluator["func"]
-    names = list(funcs) if isinstance(funcs, list) else [funcs]
-    n = len(names)
-    results = _as_list(evaluator.get("result") or None, n)
-    expected = _as_list(evaluator.get("expected") or None, n)
-    options = [o or {} for o in _as_list(evaluator.get("options") or None, n)]
-    if not (len(results) == len(expected) == len(options) == n):
-        raise EvaluatorError(f"evaluator: func, result, expected and options must have {n} entries each")
-    return names, results, expected, options
+def ensure_evaluator_loads(process: OSWorldProcess, task: TaskDefinition) -> None:
+    """Fail now, with the missing function named, when OSWorld's code lacks a metric or getter the task names
+    (`DesktopEnv.reset` resolves them before setup too): such a task is never scored, so nothing is spent on it."""
+    if task.kind != "v1_json":
+        return
+    metrics, getters = evaluator_names(task.evaluator)
+    try:
+        found = process.call("check_names", {"metrics": metrics, "getters": getters},
+                             deadline_sec=DEFAULT_DEADLINE_SEC, what="loading the evaluator")
+    except OSWorldCodeError as exc:
+        raise EvaluatorError(f"task {task.id}: {exc}") from None
+    if found["import_error"]:
+        raise EvaluatorError(f"task {task.id}: OSWorld's evaluators do not import: {found['import_error']}")
+    if found["missing"]:
+        raise EvaluatorError(f"task {task.id}: {'; '.join(found['missing'].values())}")
 
 
-def _prefill_cloud_file(config: dict[str, Any], cache_dir: Path, assets: AssetCache) -> None:
-    """`cloud_file` downloads to `cache_dir/<dest>` unless the file is there: fill it from the asset cache."""
-    paths = config["path"] if config.get("multi") else [config["path"]]
-    dests = config["dest"] if config.get("multi") else [config["dest"]]
-    for url, dest in zip(paths, dests, strict=False):
-        if is_url(url):
-            place(assets.resolve(url), cache_dir / dest)
-
-
-def _state(env: OSWorldEnv, config: Any, assets: AssetCache) -> Any:
-    if not config:
-        return None
-    if config.get("type") == "cloud_file":
-        _prefill_cloud_file(config, Path(env.cache_dir), assets)
-    return osworld_code.getter(config["type"])(env, config)
-
-
-def _score(env: OSWorldEnv, evaluator: dict[str, Any], assets: AssetCache, details: dict[str, Any]) -> float:
-    names, results, expected, options = _plan(evaluator)
-    conj = evaluator.get("conj", "and")
-    values: list[float] = []
-    for name, result_cfg, expected_cfg, opts in zip(names, results, expected, options, strict=True):
-        fn = osworld_code.metric(name)
-        try:
-            result_state = _state(env, result_cfg, assets)
-        except FileNotFoundError as exc:
-            details.setdefault("file_not_found", []).append(str(exc))
-            if conj == "and" or len(names) == 1:
-                return 0.0
-            continue  # DesktopEnv leaves a stale state here; we score this metric from nothing instead
-        args = [result_state] if expected_cfg is None else [result_state, _state(env, expected_cfg, assets)]
-        value = float(fn(*args, **opts))
-        values.append(value)
-        if conj == "and" and value == 0.0:
-            break
-        if conj == "or" and value == 1.0:
-            break
-    details["metric_values"] = values
-    if not values:
-        return 0.0
-    if conj == "and":
-        return 0.0 if values[-1] == 0.0 else sum(values) / len(values)
-    return max(values)
+def prefill_cloud_files(evaluator: dict[str, Any], cache_dir: Path, assets: AssetCache) -> None:
+    """`cloud_file` downloads to `<task cache>/<dest>` unless the file is there: fill it from the asset cache."""
+    for config in _getter_configs(evaluator):
+        if config.get("type") != "cloud_file":
+            continue
+        paths = config["path"] if config.get("multi") else [config["path"]]
+        dests = config["dest"] if config.get("multi") else [config["dest"]]
+        for url, dest in zip(paths, dests, strict=False):
+            if is_url(url):
+                place(assets.resolve(url), cache_dir / dest)
 
 
 def evaluate(
-    guest: GuestLike,
+    process: OSWorldProcess,
     task: TaskDefinition,
     *,
     agent_last_action: str | None,
-    osworld_cache_dir: Path,
-    deadline_sec: float = 600,
-    asset_cache: Path | None = None,
-    offline_assets: bool = False,
+    password: str,
+    cache_dir: Path,
+    assets: AssetCache,
+    deadline_sec: float = DEFAULT_DEADLINE_SEC,
 ) -> EvalResult:
     """Score the guest's current state. Raises `EvaluatorError` on any failure (never returns a false 0)."""
-    evaluator = task.evaluator
-    func = evaluator.get("func")
-    if not func:
-        raise EvaluatorError(f"task {task.id}: evaluator has no 'func'")
     started = time.monotonic()
-    password = guest.spec.client_password
     details: dict[str, Any] = {"agent_last_action": agent_last_action}
     try:
-        cache_dir = task_cache_dir(osworld_cache_dir, task)
-        assets = AssetCache.configured(asset_cache, offline=offline_assets)
-        offline_host = guest.host if offline_assets else None
-        env = OSWorldEnv(guest, cache_dir)
-        postconfig = evaluator.get("postconfig", [])
-        details["postconfig"] = [
-            r.model_dump(mode="json")
-            for r in run_steps(
-                env.setup_controller, postconfig, password=password, cache_dir=cache_dir, assets=assets,
-                step_deadline_sec=deadline_sec, what="postconfig step", offline_host=offline_host,
-            )
-        ]
-        if func == INFEASIBLE:
-            score = 1.0 if agent_last_action == AGENT_FAIL else 0.0
-        elif agent_last_action == AGENT_FAIL:
-            score = 0.0
-            details["scored_by"] = "agent reported the task infeasible on a feasible task"
+        if task.kind == "v2_class":
+            metric: str | list[str] = "task_class.evaluate"
+            answer = process.call("v2_evaluate", {**task.v2_ref(), "last_action": agent_last_action},
+                                  deadline_sec=deadline_sec, what="evaluator")
         else:
-            remaining = deadline_sec - (time.monotonic() - started)
-            with osworld_code.offline(offline_host):
-                score = osworld_code.call_with_deadline(
-                    lambda: _score(env, evaluator, assets, details), max(remaining, 1.0), "evaluator"
-                )
-    except EvaluatorError:
-        raise
-    except SetupStepError as exc:
-        raise EvaluatorError(f"task {task.id}: {exc}") from None
-    except Exception as exc:  # noqa: BLE001 - every evaluator failure is an EvaluatorError, not a score
-        message = one_line(mask(f"task {task.id}: {type(exc).__name__}: {exc}", password))
-        raise EvaluatorError(message) from None
+            metric = task.evaluator.get("func") or ""
+            if not metric:
+                raise EvaluatorError(f"task {task.id}: evaluator has no 'func'")
+            answer = _evaluate_v1(process, task, agent_last_action, password, cache_dir, assets, deadline_sec,
+                                  details)
+    except (SetupStepError, AssetError, OSWorldCodeError) as exc:
+        raise EvaluatorError(one_line(mask(f"task {task.id}: {exc}", password))) from None
+    details.update(answer)
     details["duration_sec"] = round(time.monotonic() - started, 3)
-    return EvalResult(score=score, metric=func, details=details)
+    return EvalResult(score=answer["score"], metric=metric, details=details)
+
+
+def _evaluate_v1(process: OSWorldProcess, task: TaskDefinition, last_action: str | None, password: str,
+                 cache_dir: Path, assets: AssetCache, deadline_sec: float, details: dict[str, Any]) -> Any:
+    started = time.monotonic()
+    evaluator = task.evaluator
+    ensure_evaluator_loads(process, task)
+    details["postconfig"] = [r.model_dump(mode="json") for r in run_steps(
+        process, evaluator.get("postconfig", []), password=password, cache_dir=cache_dir, assets=assets,
+        step_deadline_sec=deadline_sec, what="postconfig step")]
+    prefill_cloud_files(evaluator, cache_dir, assets)
+    remaining = max(deadline_sec - (time.monotonic() - started), 1.0)
+    return process.call("evaluate", {"task": task.osworld_config(), "last_action": last_action},
+                        deadline_sec=remaining, what="evaluator")

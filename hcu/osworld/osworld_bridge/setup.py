@@ -1,40 +1,43 @@
-"""Task setup with OSWorld's own `SetupController`, one step at a time, each under a deadline.
+"""Task setup with OSWorld's own `SetupController`, in the OSWorld process, one step at a time, each under a
+deadline that kills the process when it passes.
 
-Downloads go through the asset cache: before a `download` step runs, every file it names is resolved through
-the cache and linked to where OSWorld's own download hook looks first
-(`<task cache>/<uuid5(url)>_<basename(path)>`), so OSWorld uploads it without touching the network.
-Placeholders such as `{CLIENT_PASSWORD}` are filled by OSWorld's code; records keep the task's own
-parameters, and the password is masked wherever text leaves this module (records, errors, OSWorld's logs).
+Downloads go through hcu's asset cache, here in hcu's process: before a step runs, every file OSWorld would
+fetch for it is resolved through the cache and linked to where OSWorld's own code looks first
+(`<task cache>/<uuid5(url)>_<basename(path)>` for `download`, `history_new.sqlite` for
+`update_browse_history`), so OSWorld uploads it without touching the network. With offline assets the OSWorld
+process cannot fetch anything but the guest (see child/offline.py). Records keep the task's own parameters
+(placeholders unfilled) with the password masked; OSWorld's log lines are masked as they leave the process.
 """
 
 from __future__ import annotations
 
-import functools
-import logging
+import contextlib
 import os
 import shutil
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
 import orjson
 
 from hcu.osworld.errors import SetupError
-from hcu.osworld.osworld_bridge import code as osworld_code
 from hcu.osworld.osworld_bridge.assets import AssetCache, AssetError
+from hcu.osworld.osworld_bridge.process import OSWorldCodeError, OSWorldProcess, resolve_python
+from hcu.osworld.osworld_bridge.protocol import mask, one_line
 from hcu.osworld.tasks import TaskDefinition
 from hcu.record_io import Record
 
-SCREEN_WIDTH, SCREEN_HEIGHT = 1920, 1080
-"""OSWorld's guest screen; it only feeds the `{SCREEN_*}` placeholders."""
-OSWORLD_LOGGERS = ("desktopenv.setup", "desktopenv.pycontroller", "desktopenv.getters")
-MASK = "***"
+BROWSE_HISTORY_URL = ("https://huggingface.co/datasets/xlangai/ubuntu_osworld_file_cache/resolve/main/chrome/"
+                      "44ee5668-ecd5-4366-a6ce-c1c9b8d4e938/history_empty.sqlite?download=true")
+"""The database OSWorld's `update_browse_history` step fetches into `<task cache>/history_new.sqlite`."""
 
 
 class _Ports(Protocol):
     api: int
     cdp: int
+    vnc: int
     vlc: int
 
 
@@ -68,11 +71,6 @@ class SetupStepError(SetupError):
         self.records = records
 
 
-def mask(text: str, password: str) -> str:
-    """`text` with the client password masked (a no-op for an empty password)."""
-    return text.replace(password, MASK) if password else text
-
-
 def mask_values(value: Any, password: str) -> Any:
     """A copy of a JSON value with the password masked in every string."""
     if isinstance(value, str):
@@ -84,52 +82,33 @@ def mask_values(value: Any, password: str) -> Any:
     return value
 
 
-def one_line(text: str) -> str:
-    return " ".join(str(text).split())
-
-
-class _MaskPassword(logging.Filter):
-    def __init__(self, password: str) -> None:
-        super().__init__()
-        self.password = password
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        if self.password and self.password in message:
-            record.msg, record.args = mask(message, self.password), None
-        return True
-
-
-def mask_osworld_logs(password: str) -> None:
-    """OSWorld logs setup commands after filling `{CLIENT_PASSWORD}`: mask it on its loggers."""
-    for name in OSWORLD_LOGGERS:
-        logger = logging.getLogger(name)
-        if not any(isinstance(f, _MaskPassword) and f.password == password for f in logger.filters):
-            logger.addFilter(_MaskPassword(password))
-
-
 def task_cache_dir(osworld_cache_dir: Path, task: TaskDefinition) -> Path:
     """OSWorld's per-task cache (`cache_dir/<task id>`, as `DesktopEnv` makes it); keep it until evaluation,
     since `cache_file` getters read what setup wrote there."""
     path = Path(osworld_cache_dir) / task.id
     path.mkdir(parents=True, exist_ok=True)
-    return path
+    return path.resolve()
 
 
-def setup_controller(guest: GuestLike, cache_dir: Path) -> Any:
-    """OSWorld's `SetupController` pointed at our guest's published ports."""
-    module = osworld_code.module("controllers.setup")
-    mask_osworld_logs(guest.spec.client_password)
-    return module.SetupController(
-        vm_ip=guest.host,
-        server_port=guest.ports.api,
-        chromium_port=guest.ports.cdp,
-        vlc_port=guest.ports.vlc,
-        cache_dir=str(cache_dir),
-        client_password=guest.spec.client_password,
-        screen_width=SCREEN_WIDTH,
-        screen_height=SCREEN_HEIGHT,
-    )
+@contextlib.contextmanager
+def osworld_process(
+    guest: GuestLike, cache_dir: Path, *, osworld_python: Path | None, offline_assets: bool, what: str
+) -> Iterator[OSWorldProcess]:
+    """An OSWorld process opened on `guest` (started now, so its import time is not charged to a step)."""
+    password = guest.spec.client_password
+    process = OSWorldProcess(resolve_python(osworld_python), work_dir=cache_dir.parent / ".osworld-process",
+                             secret=password, what=what)
+    try:
+        process.open(
+            guest={"host": guest.host, "api": guest.ports.api, "cdp": guest.ports.cdp, "vnc": guest.ports.vnc,
+                   "vlc": guest.ports.vlc},
+            cache_dir=str(cache_dir), client_password=password, offline=offline_assets,
+        )
+        yield process
+    except BaseException:  # a failure or an interruption (SIGTERM) stops whatever OSWorld's code was doing
+        process.kill()
+        raise
+    process.close()
 
 
 def osworld_download_target(cache_dir: Path, url: str, guest_path: str) -> Path:
@@ -149,24 +128,20 @@ def place(source: Path, target: Path) -> None:
         shutil.copyfile(source, target)
 
 
-def prefill_downloads(step: dict[str, Any], cache_dir: Path, assets: AssetCache) -> None:
-    """Resolve every file of a `download` step through the asset cache ahead of OSWorld's own hook."""
-    for entry in step.get("parameters", {}).get("files", []):
-        url, guest_path = entry.get("url"), entry.get("path")
-        if url and guest_path:
-            place(assets.resolve(url), osworld_download_target(cache_dir, url, guest_path))
-
-
-def _run_one(controller: Any, step: dict[str, Any], cache_dir: Path, assets: AssetCache) -> bool:
-    """One step through OSWorld's `setup()`; a download's files come from the asset cache first (inside the
-    step's deadline, since a cache miss downloads)."""
+def prefill(step: dict[str, Any], cache_dir: Path, assets: AssetCache) -> None:
+    """Resolve every file a step makes OSWorld fetch through the asset cache, ahead of OSWorld's own hook."""
+    parameters = step.get("parameters") or {}
     if step.get("type") == "download":
-        prefill_downloads(step, cache_dir, assets)
-    return controller.setup([step], use_proxy=False)
+        for entry in parameters.get("files", []):
+            url, guest_path = entry.get("url"), entry.get("path")
+            if url and guest_path:
+                place(assets.resolve(url), osworld_download_target(cache_dir, url, guest_path))
+    elif step.get("type") == "update_browse_history":
+        place(assets.resolve(BROWSE_HISTORY_URL), cache_dir / "history_new.sqlite")
 
 
 def run_steps(
-    controller: Any,
+    process: OSWorldProcess,
     steps: list[dict[str, Any]],
     *,
     password: str,
@@ -174,66 +149,63 @@ def run_steps(
     assets: AssetCache,
     step_deadline_sec: float,
     what: str = "setup step",
-    offline_host: str | None = None,
 ) -> list[SetupStepRecord]:
-    """Run `steps` through `controller.setup([step])` in order; stop at the first failure with a
-    `SetupStepError` naming the step's index, type and parameters. With `offline_host`, OSWorld's code may
-    reach only that host (the guest)."""
+    """Run `steps` in order, each as its own call; stop at the first failure with a `SetupStepError` naming
+    the step's index, type and parameters."""
     records: list[SetupStepRecord] = []
     for index, step in enumerate(steps):
         step_type = str(step.get("type"))
         parameters = mask_values(step.get("parameters", {}), password)
         started = time.monotonic()
         error: str | None = None
+        label = f"{what} {index} ({step_type})"
         try:
-            with osworld_code.offline(offline_host):
-                ran = osworld_code.call_with_deadline(
-                    functools.partial(_run_one, controller, step, cache_dir, assets),
-                    step_deadline_sec,
-                    f"{what} {index} ({step_type})",
-                )
-            if ran is False:
-                error = "the guest API did not answer GET /terminal"
+            prefill(step, cache_dir, assets)
+            process.call("setup_step", {"step": step}, deadline_sec=step_deadline_sec, what=label)
         except AssetError as exc:
             error = str(exc)
-        except Exception as exc:  # noqa: BLE001 - OSWorld raises bare Exception; recorded, then raised
-            error = one_line(mask(f"{type(exc).__name__}: {exc}", password))
-        records.append(
-            SetupStepRecord(
-                index=index,
-                type=step_type,
-                parameters=parameters,
-                duration_sec=round(time.monotonic() - started, 3),
-                ok=error is None,
-                error=error,
-            )
-        )
+        except OSWorldCodeError as exc:
+            error = one_line(mask(str(exc).removeprefix(f"{label}: "), password))
+        records.append(SetupStepRecord(index=index, type=step_type, parameters=parameters, ok=error is None,
+                                       duration_sec=round(time.monotonic() - started, 3), error=error))
         if error is not None:
             shown = orjson.dumps(parameters).decode()
-            message = f"{what} {index} ({step_type}) failed: {error}; parameters: {shown}"
-            raise SetupStepError(message, records)
+            raise SetupStepError(f"{label} failed: {error}; parameters: {shown}", records)
     return records
 
 
 def run_setup(
-    guest: GuestLike,
+    process: OSWorldProcess,
     task: TaskDefinition,
     *,
-    osworld_cache_dir: Path,
-    asset_cache: Path | None,
-    offline_assets: bool,
+    password: str,
+    cache_dir: Path,
+    assets: AssetCache,
     step_deadline_sec: float = 300,
-    asset_mirror: str | None = None,
 ) -> list[SetupStepRecord]:
-    """Run the task's `config` steps in the guest. Raises `SetupStepError` (a `SetupError`) on the first
-    failed step; `osworld_cache_dir` should be per attempt (it holds what evaluation reads back)."""
-    cache_dir = task_cache_dir(osworld_cache_dir, task)
-    return run_steps(
-        setup_controller(guest, cache_dir),
-        task.config,
-        password=guest.spec.client_password,
-        cache_dir=cache_dir,
-        assets=AssetCache.configured(asset_cache, offline=offline_assets, mirror=asset_mirror),
-        step_deadline_sec=step_deadline_sec,
-        offline_host=guest.host if offline_assets else None,
-    )
+    """The task's setup in the guest: a V1 task's `config` steps one by one, a V2 class's own `setup()` as one
+    step. Raises `SetupStepError` (a `SetupError`) on the first failure."""
+    if task.kind == "v2_class":
+        return _run_v2_setup(process, task, password=password, cache_dir=cache_dir, assets=assets,
+                             deadline_sec=step_deadline_sec)
+    return run_steps(process, task.config, password=password, cache_dir=cache_dir, assets=assets,
+                     step_deadline_sec=step_deadline_sec)
+
+
+def _run_v2_setup(process: OSWorldProcess, task: TaskDefinition, *, password: str, cache_dir: Path,
+                  assets: AssetCache, deadline_sec: float) -> list[SetupStepRecord]:
+    started, error = time.monotonic(), None
+    label = "setup step 0 (task_class.setup)"
+    try:
+        for step in task.config:  # a class that keeps V1-style steps may download through them
+            prefill(step, cache_dir, assets)
+        process.call("v2_setup", task.v2_ref(), deadline_sec=deadline_sec, what=label)
+    except AssetError as exc:
+        error = str(exc)
+    except OSWorldCodeError as exc:
+        error = one_line(mask(str(exc).removeprefix(f"{label}: "), password))
+    record = SetupStepRecord(index=0, type="task_class.setup", parameters={}, ok=error is None,
+                             duration_sec=round(time.monotonic() - started, 3), error=error)
+    if error is not None:
+        raise SetupStepError(f"{label} failed: {error}", [record])
+    return [record]

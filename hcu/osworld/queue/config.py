@@ -178,9 +178,12 @@ def resolve(config: RunConfig, config_path: Path) -> RunConfig:
     run_id = config.run_id or config_path.stem
     results_dir = absolute(base, config.results_dir or REPO_ROOT / "runs")
     token_log = absolute(base, config.token_log or results_dir / run_id / "gateway-tokens.jsonl")
+    # A panel runs with per-task secrets: its gateway takes the same key file (--dry-run prints the flag); with
+    # the ray executor the head ships this key to every node (queue/node_key.py).
+    scope_key_file = absolute(base, config.scope_key_file or results_dir / run_id / "gateway-scope.key")
     durations = [absolute(base, path) for path in config.expected_durations_from or []]
     panel = config.model_copy(update={
-        "run_id": run_id, "results_dir": results_dir, "token_log": token_log,
+        "run_id": run_id, "results_dir": results_dir, "token_log": token_log, "scope_key_file": scope_key_file,
         "expected_durations_from": None if config.expected_durations_from is None else durations})
     if config.ray is not None and config.ray.shared_dir is not None:
         panel.ray = config.ray.model_copy(update={"shared_dir": absolute(base, config.ray.shared_dir)})
