@@ -77,6 +77,10 @@ def start_cluster() -> TestCluster:
     ray_environment()
     _, cluster_utils = import_ray()
     temp_dir = tempfile.mkdtemp(prefix="hcu-ray-", dir="/tmp")  # short: Ray's socket paths must fit 107 bytes
+    # Ray records the newest cluster's address in <its default temp dir>/ray/ray_current_cluster, a folder it
+    # never creates: keep that in this session's folder, not in a /tmp/ray another user's ray.init() reads
+    os.environ["RAY_TMPDIR"] = temp_dir
+    os.makedirs(os.path.join(temp_dir, "ray"), exist_ok=True)
     cluster = cluster_utils.Cluster(initialize_head=True, head_node_args={
         "num_cpus": 0, "node_ip_address": LOOPBACK, "include_dashboard": False, "temp_dir": temp_dir})
     test_cluster = TestCluster(cluster)
