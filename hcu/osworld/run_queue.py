@@ -9,7 +9,7 @@ from collections import Counter
 from pathlib import Path
 
 from hcu.osworld.queue.config import ConfigError, load_config
-from hcu.osworld.queue.gate import GatewayMismatch, gateway_gate
+from hcu.osworld.queue.gate import GatewayMismatch, launch_gate
 from hcu.osworld.queue.manifest import ManifestMismatch
 from hcu.osworld.queue.panel import DEFAULT_POLL_SEC, QueueRefused, config_difference, describe_plan, run_queue
 
@@ -33,8 +33,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise QueueRefused(f"{config.run_dir / 'config.json'}: the real run would be refused (see above)")
             return 0
         signal.signal(signal.SIGTERM, _stop_on_sigterm)
-        gate = gateway_gate(config) if config.executor == "local" else None  # Ray nodes check their own
-        states = run_queue(config, poll_interval_sec=args.poll_seconds, gate=gate)
+        states = run_queue(config, poll_interval_sec=args.poll_seconds, gate=launch_gate(config))
     except (ConfigError, QueueRefused, ManifestMismatch, GatewayMismatch) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

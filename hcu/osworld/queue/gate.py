@@ -19,6 +19,14 @@ class GatewayMismatch(Exception):
     """The gateway enforces another budget than the config: every attempt would fail its preflight."""
 
 
+def launch_gate(config: RunConfig) -> LaunchGate | None:
+    """The gate a run needs: the local executor's one gateway is checked here, on the head. With the ray
+    executor there is none: guests reach their gateway (the node's own, or `gateway`) from their node, which
+    the head may not, and each runner's probe checks that gateway's budget and scope key against the run's key
+    it was shipped, before any model call."""
+    return gateway_gate(config) if config.executor == "local" else None
+
+
 def gateway_gate(config: RunConfig) -> LaunchGate:
     def gate() -> str | None:
         try:
