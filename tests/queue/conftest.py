@@ -92,11 +92,12 @@ def make_panel(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 
     def make(task_ids: list[str], *, outcomes: dict[str, list[dict]] | None = None, image: str | None = None,
              sleep_sec: tuple[float, float] = (0.2, 0.6), phases: dict[str, tuple[float, float]] | None = None,
-             **config: Any) -> Panel:
+             ask_gateway: bool = False, **config: Any) -> Panel:
         events = tmp_path / "standin-events.jsonl"
         scenario = tmp_path / "scenario.json"
         scenario.write_bytes(orjson.dumps({"sleep_sec": sleep_sec, "image": image, "events": str(events),
-                                           "outcomes": outcomes or {}, "phases": phases}))
+                                           "outcomes": outcomes or {}, "phases": phases,
+                                           "ask_gateway": ask_gateway}))
         monkeypatch.setenv("HCU_STANDIN_SCENARIO", str(scenario))
         body = {"run_id": f"qtest-{uuid.uuid4().hex[:8]}", "benchmark_version": "v1", "agent": "codex",
                 "tasks": task_ids, "test_desktop": "none:latest",

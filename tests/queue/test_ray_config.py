@@ -36,6 +36,8 @@ def run_queue_cli(*args: str) -> subprocess.CompletedProcess[str]:
      "gateway: not used with ray.node_gateway"),
     ({"executor": "ray", "ray": {"address": "auto", "node_gateway": {"upstream_args": ["--out", "x"]}}},
      "ray.node_gateway.upstream_args: --out is set by hcu on each node"),
+    ({"executor": "ray", "ray": {"address": "auto", "node_gateway": {"upstream_args": ["--scope-key-file=k"]}}},
+     "ray.node_gateway.upstream_args: --scope-key-file is set by hcu on each node"),
 ])
 def test_bad_executor_keys_are_one_line_exit_2(tmp_path: Path, body: dict, names: str):
     out = run_queue_cli(str(write(tmp_path, **body)))
@@ -59,7 +61,11 @@ def test_dry_run_of_a_ray_config_describes_nodes_and_imports_no_ray(tmp_path: Pa
     assert out.returncode == 0, out.stderr
     assert "executor: ray (cluster 10.0.0.5:6379, namespace hcu, one hcu_guest_slot per attempt" in out.stdout
     assert "gateway: each node starts -m hcu.gateway.openai_proxy --host <node bridge> --ports <free port>" \
-        in out.stdout and "--upstream-token $AZURE_OPENAI_KEY" in out.stdout
+        in out.stdout and "(in its environment: OSW_OPENAI_UPSTREAM_TOKEN=$AZURE_OPENAI_KEY)" in out.stdout
+    assert "--upstream-token" not in out.stdout, "a credential on a command line is visible to every local user"
+    assert "--scope-key-file <node copy of the scope key>" in out.stdout
+    assert f"scope key: {config.scope_key_file}, shipped to every node (through Ray)" in out.stdout
+    assert config.scope_key_file == config.run_dir / "gateway-scope.key"
     probe = subprocess.run([sys.executable, "-c", "import sys, hcu.osworld.run_queue, hcu.osworld.queue.panel, "
                             "hcu.osworld.attempt.pipeline; print('ray' in sys.modules)"],
                            capture_output=True, text=True, timeout=60)

@@ -1,17 +1,20 @@
 """The ray executor on a local multi-node cluster, with the stand-in runner: per-node caps held, results and
-records brought home in the local layout, a node lost mid-attempt, a killed queue's attempts adopted."""
+records brought home in the local layout, the run's scope key on every node (runners and node gateways), a
+node lost mid-attempt, a killed queue's attempts adopted."""
 
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import orjson
 import pytest
 import ray
 
+from hcu.gateway.scope_secret import key_id, load_or_create_key
 from hcu.osworld.summary.run_summary import summarize
 from tests.queue.ray_checks import manifest, peaks_by_node, results
-from tests.queue.ray_cluster import SESSION_NODES
+from tests.queue.ray_cluster import SESSION_NODES, UPSTREAM_TOKEN_ENV
 
 pytestmark = [pytest.mark.docker, pytest.mark.ray]
 
@@ -30,6 +33,24 @@ def wait_for(predicate, timeout_sec: float, what: str) -> None:
     while not predicate():
         assert time.time() < deadline, f"timed out waiting for {what}"
         time.sleep(0.1)
+
+
+def secret_checks(panel, within: Path | None = None) -> list[dict]:
+    """Every runner issued secrets with the run's key, from a 0600 copy on its node (in `within`, when given)
+    that is gone with the run; the key is nowhere in the run directory but its own file. Returns the starts."""
+    key_file = panel.config.scope_key_file
+    starts = [event for event in panel.events() if event["event"] == "start"]
+    assert starts and {event["key_id"] for event in starts} == {key_id(load_or_create_key(key_file))}
+    for event in starts:
+        copy = Path(event["key_file"])
+        assert copy != key_file and event["key_mode"] == 0o600 and not event["key_in_argv"], event
+        assert within is None or copy.is_relative_to(within), event
+        assert not copy.exists(), "a node's copy of the key outlived the run"
+    key = key_file.read_text().strip().encode()
+    leaked = [path for path in panel.run_dir.rglob("*") if path.is_file() and path != key_file
+              and key in path.read_bytes()]
+    assert leaked == []
+    return starts
 
 
 def test_caps_held_per_node_and_results_come_home(ray_panel, sleep_image, containers_of):
@@ -65,6 +86,7 @@ def test_caps_held_per_node_and_results_come_home(ray_panel, sleep_image, contai
     assert (summary["score"], summary["coverage"], summary["attempts"]) == (1.0, 1.0, len(tasks))
     assert run_actors(run_id) == [], "attempt actors and node agents are gone"
     assert containers_of(run_id) == []
+    secret_checks(panel)
 
 
 @pytest.fixture
@@ -164,6 +186,20 @@ def test_results_through_a_shared_directory(ray_panel, tmp_path):
         assert lease["result_dir"].startswith(str(shared)), "the node wrote into the shared directory"
     leftover = list((shared / panel.config.run_id / "attempts").iterdir())
     assert leftover == [], "the nodes' copies are discarded once home"
+    secret_checks(panel, within=shared / panel.config.run_id)
+
+
+def test_node_gateways_serve_with_the_run_scope_key(ray_panel):
+    """Each node's gateway holds the run's key and its runners issue secrets it accepts; the upstream credential
+    reaches the gateway only."""
+    gateway = {"upstream_args": ["--upstreams", "127.0.0.1:9", "--upstream-kind", "openai", "--upstream-scheme",
+                                 "http"], "upstream_token_env": UPSTREAM_TOKEN_ENV}
+    tasks = ["n0", "n1", "n2"]
+    panel = ray_panel(tasks, ray={"node_gateway": gateway}, gateway=None, ask_gateway=True, max_active_tasks=3)
+    assert panel.run() == dict.fromkeys(tasks, "finished")
+    starts = secret_checks(panel)
+    assert {event["gateway_key_id"] for event in starts} == {starts[0]["key_id"]}, "a node gateway without it"
+    assert not any(event["credential_in_env"] for event in starts), "the upstream credential reached a runner"
 
 
 def test_a_node_gateway_that_cannot_start_is_an_infrastructure_failure(ray_panel):

@@ -54,20 +54,23 @@ TaskEntry = Annotated[TaskSpec, BeforeValidator(_task_from_id, json_schema_input
 
 
 HCU_GATEWAY_FLAGS = frozenset({"--host", "--port", "--ports", "--out", "--max-requests-per-task",
-                               "--upstream-token"})
-"""Gateway flags hcu fills on each node (the token from upstream_token_env)."""
+                               "--scope-key-file", "--upstream-token"})
+"""Gateway flags hcu fills on each node; the upstream token is never a flag (it comes from upstream_token_env,
+through the gateway's environment)."""
 
 
 class NodeGateway(Settings):
     """The gateway every Ray node starts for the run on its own Docker bridge: the agent's gateway module with
-    these upstream flags; hcu adds --host (the node's bridge address), the port, --out (the node's token log)
-    and --max-requests-per-task (max_model_calls). Credentials never go here: a node's gateway finds them in
-    that node's environment."""
+    these upstream flags; hcu adds --host (the node's bridge address), the port, --out (the node's token log),
+    --max-requests-per-task (max_model_calls) and --scope-key-file (the run's key, shipped to the node).
+    Credentials never go here: a node's gateway finds them in that node's environment."""
 
     upstream_args: list[str] = Field(min_length=1)
     """The gateway's upstream flags, e.g. ["--upstreams", "host", "--upstream-kind", "azure"]."""
     upstream_token_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
-    """The environment variable on each node whose value is passed as --upstream-token (OpenAI kind)."""
+    """The environment variable on each node whose value the node's gateway gets as its own credential variable
+    (OSW_OPENAI_UPSTREAM_TOKEN, OSW_ANTHROPIC_UPSTREAM_TOKEN or OSW_GEMINI_UPSTREAM_TOKEN); unset: the gateway
+    reads its own variable (or, for Azure, its Entra ID credential) from the node's environment."""
     rate_limit_max_wait: float = Field(default=300.0, ge=0)
 
     def refused_flag(self) -> str | None:
@@ -202,8 +205,8 @@ def parse_config(data: object, config_path: Path) -> RunConfig:
         raise ConfigError(f"{config_path}: {describe_error(exc)}") from None
     flag = config.ray.node_gateway.refused_flag() if config.ray and config.ray.node_gateway else None
     if flag is not None:
-        raise ConfigError(f"{config_path}: ray.node_gateway.upstream_args: {flag} is set by hcu on each node "
-                          "(a token: name its environment variable in upstream_token_env)")
+        hint = " (a token: name its environment variable in upstream_token_env)" if flag == "--upstream-token" else ""
+        raise ConfigError(f"{config_path}: ray.node_gateway.upstream_args: {flag} is set by hcu on each node{hint}")
     if config.node_gateways and config.gateway is not None:
         raise ConfigError(f"{config_path}: gateway: not used with ray.node_gateway (each node starts its own "
                           "gateway on its own bridge); leave it out")

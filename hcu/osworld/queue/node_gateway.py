@@ -3,7 +3,8 @@ config's budget and the node's own token log. Guests never cross hosts, so each 
 gateway and its budget is exact; the head merges the nodes' token-log rows when it brings results home.
 
 The upstream credential comes from the node's environment (`upstream_token_env`, or the gateway's own
-variables for Anthropic and Gemini), never from the config, a log or the head.
+variable), never from the config, a log or the head, and reaches the gateway in its environment, never on its
+command line. With per-task secrets the gateway holds the run's scope key (node_key.py).
 """
 
 from __future__ import annotations
@@ -30,21 +31,55 @@ class NodeGatewayError(Exception):
     """The node's gateway could not be started; one line, no credential."""
 
 
-def gateway_command(config: RunConfig, host: str, port: int, token_log: Path, token: str | None) -> list[str]:
-    """The gateway's command line on a node (`token` is the upstream credential, or a placeholder)."""
+UPSTREAM_TOKEN_VARIABLES = {"openai": "OSW_OPENAI_UPSTREAM_TOKEN", "anthropic": "OSW_ANTHROPIC_UPSTREAM_TOKEN",
+                            "gemini": "OSW_GEMINI_UPSTREAM_TOKEN"}
+"""The variable each provider's gateway reads its upstream credential from."""
+
+
+def gateway_command(config: RunConfig, host: str, port: int, token_log: Path,
+                    scope_key_file: Path | None) -> list[str]:
+    """The gateway's command line on a node (no credential in it: see gateway_environment)."""
     assert config.ray is not None and config.ray.node_gateway is not None
     spec, provider = config.ray.node_gateway, AGENTS[config.agent].provider
     argv = [sys.executable, "-m", f"hcu.gateway.{provider}_proxy", "--host", host,
             "--ports" if provider == "openai" else "--port", str(port), "--out", str(token_log),
             "--max-requests-per-task", str(config.max_model_calls),
             "--rate-limit-max-wait", str(spec.rate_limit_max_wait), *spec.upstream_args]
-    return argv + (["--upstream-token", token] if token is not None else [])
+    return argv + (["--scope-key-file", str(scope_key_file)] if scope_key_file is not None else [])
+
+
+def token_variable(config: RunConfig) -> str:
+    """Where the node's gateway finds the upstream credential in its environment."""
+    return UPSTREAM_TOKEN_VARIABLES[AGENTS[config.agent].provider]
+
+
+def gateway_environment(config: RunConfig) -> dict[str, str]:
+    """The node's environment, with `upstream_token_env`'s value as the gateway's own credential variable."""
+    spec = config.ray.node_gateway if config.ray else None
+    assert spec is not None
+    env = dict(os.environ)
+    if spec.upstream_token_env:
+        token = env.get(spec.upstream_token_env, "").strip()
+        if not token:
+            raise NodeGatewayError(f"ray.node_gateway.upstream_token_env: {spec.upstream_token_env} is not set "
+                                   f"on node {socket.gethostname()} (start its Ray node with it exported)")
+        env[token_variable(config)] = token
+    return env
 
 
 def free_port(host: str) -> int:
     with socket.socket() as s:
         s.bind((host, 0))
         return int(s.getsockname()[1])
+
+
+def without_upstream_credentials(config: RunConfig, env: dict[str, str]) -> dict[str, str]:
+    """`env` less the upstream credential variables: what a runner on the node inherits (only the gateway
+    needs them)."""
+    spec = config.ray.node_gateway if config.ray else None
+    names = {*UPSTREAM_TOKEN_VARIABLES.values(), *([spec.upstream_token_env] if spec and spec.upstream_token_env
+                                                   else [])}
+    return {name: value for name, value in env.items() if name not in names}
 
 
 class NodeGatewayProcess:
@@ -56,31 +91,26 @@ class NodeGatewayProcess:
         self.proc: subprocess.Popen[bytes] | None = None
         self.url = ""
 
-    def ensure(self) -> str:
-        """The URL of a running, healthy gateway (started now if needed)."""
+    def ensure(self, scope_key_file: Path | None) -> str:
+        """The URL of a running, healthy gateway (started now if needed, with this scope key file). A running
+        gateway is never restarted for another key: its attempts would lose their scopes mid-run; a runner
+        whose secret it would refuse stops at its probe, before any model call, as a gateway failure."""
         if self.proc is not None and self.proc.poll() is None and self._healthy():
             return self.url
         self.stop()
-        return self._start()
+        return self._start(scope_key_file)
 
-    def _start(self) -> str:
+    def _start(self, scope_key_file: Path | None) -> str:
         from hcu.osworld.guest.bridge import bridge_address
 
-        spec = self.config.ray.node_gateway if self.config.ray else None
-        assert spec is not None
-        token = None
-        if spec.upstream_token_env:
-            token = os.environ.get(spec.upstream_token_env, "").strip()
-            if not token:
-                raise NodeGatewayError(f"ray.node_gateway.upstream_token_env: {spec.upstream_token_env} is not set "
-                                       f"on node {socket.gethostname()} (start its Ray node with it exported)")
+        env = gateway_environment(self.config)
         host = bridge_address()
         port = free_port(host)
         self.node_dir.mkdir(parents=True, exist_ok=True)
         log_path = self.node_dir / "gateway.log"
         with log_path.open("ab") as log:
-            self.proc = subprocess.Popen(gateway_command(self.config, host, port, self.token_log, token),
-                                         stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            self.proc = subprocess.Popen(gateway_command(self.config, host, port, self.token_log, scope_key_file),
+                                         stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
                                          preexec_fn=die_with_parent())
         self.url = f"http://{host}:{port}"
         deadline = time.monotonic() + START_TIMEOUT_SEC

@@ -274,12 +274,16 @@ def executor_plan(config: RunConfig) -> list[str]:
              f"{config.ray.slot_resource} per attempt; results back through "
              f"{config.ray.shared_dir or 'Ray'})"]
     if config.ray.node_gateway is not None:
-        from hcu.osworld.queue.node_gateway import gateway_command  # no Ray needed to describe it
+        from hcu.osworld.queue.node_gateway import gateway_command, token_variable  # no Ray needed to describe it
 
         token_env = config.ray.node_gateway.upstream_token_env
-        argv = gateway_command(config, "<node bridge>", 0, Path("<node token log>"),
-                               f"${token_env}" if token_env else None)
-        lines.append("gateway: each node starts " + " ".join(argv[1:]).replace(" 0 ", " <free port> "))
+        key = Path("<node copy of the scope key>") if config.scope_key_file else None
+        argv = gateway_command(config, "<node bridge>", 0, Path("<node token log>"), key)
+        env = f" (in its environment: {token_variable(config)}=${token_env})" if token_env else ""
+        lines.append("gateway: each node starts " + " ".join(argv[1:]).replace(" 0 ", " <free port> ") + env)
+    if config.scope_key_file is not None:
+        lines.append(f"scope key: {config.scope_key_file}, shipped to every node "
+                     f"({'in the shared directory' if config.ray.shared_dir else 'through Ray'})")
     return lines
 
 

@@ -6,6 +6,8 @@ slots, its results brought home into the same run directory as the local executo
   more attempts than the live nodes advertise slots, so every actor is placed at once.
 - Progress: one long-polled `status` call per attempt at a time; its phase is mirrored to progress.json.
 - Finish: collect, merge, discard the node's copy, kill the actor (freeing the slot).
+- Per-task secrets: the run's scope key goes to every node with each start call, or through the shared
+  directory (node_key.py); each node's gateway and runners use it, so no launch gate is needed on the head.
 - Faults: an actor that dies on a node Ray declared dead is `node_lost` (infrastructure, retried elsewhere);
   one that dies on a live node is `interrupted`. A restarted queue finds live attempts by name and adopts
   them; an actor whose attempt is no longer the task's current one is killed, and every live node's agent
@@ -28,6 +30,7 @@ import ray
 from ray.exceptions import ActorUnavailableError, GetTimeoutError, RayActorError, RayError
 from ray.util import list_named_actors
 
+from hcu.gateway.scope_secret import ScopeKeyError
 from hcu.osworld.attempt.identity import AttemptId
 from hcu.osworld.queue.admission import NodeCaps
 from hcu.osworld.queue.config import RunConfig, TaskSpec
@@ -36,7 +39,8 @@ from hcu.osworld.queue.launch import RUN_TASK
 from hcu.osworld.queue.manifest import NodeInfo
 from hcu.osworld.queue.merge import append_log, append_rows, merged_scopes, unpack_into
 from hcu.osworld.queue.node_gateway import NodeGatewayError
-from hcu.osworld.queue.ray_node import AttemptRunner, attempt_actor_name, node_agent
+from hcu.osworld.queue.node_key import remove_key, ship_key
+from hcu.osworld.queue.ray_node import AttemptRunner, attempt_actor_name, node_agent, run_root
 from hcu.osworld.queue.state import Placement, TaskView
 from hcu.osworld.queue.status import ActiveAttempt
 from hcu.record_io import write_json, write_record
@@ -110,6 +114,12 @@ class RayExecutor:
             except ValueError as exc:
                 self.close(run_done=False)
                 raise QueueRefused(f"Ray node {node['NodeManagerAddress']} ({node['NodeID'][:8]}): {exc}") from None
+        self.shared_root = run_root(config) if self.settings.shared_dir is not None else None
+        try:
+            self.key = ship_key(config.scope_key_file, self.shared_root)
+        except ScopeKeyError as exc:
+            self.close(run_done=False)
+            raise QueueRefused(f"scope_key_file: {exc}") from None
 
     # Capacity and nodes ---------------------------------------------------------------------------------------
 
@@ -145,7 +155,7 @@ class RayExecutor:
             resources={self.settings.slot_resource: 1}, max_restarts=0, max_task_retries=0,
             scheduling_strategy="SPREAD",
         ).remote(config_json, task.id, attempt, self.runner)
-        self.remotes[task.id] = _Remote(actor, placement, task_dir, start_ref=actor.start.remote())
+        self.remotes[task.id] = _Remote(actor, placement, task_dir, start_ref=actor.start.remote(self.key))
         return ActiveAttempt(task.id, attempt, 0, placement.launched_at, False, task_dir, None)
 
     def adopt(self, view: TaskView) -> ActiveAttempt | Lost:
@@ -158,7 +168,7 @@ class RayExecutor:
             actor = ray.get_actor(placement.actor_name, namespace=placement.namespace)
         except ValueError:
             return self._lost(placement, "its actor is gone")
-        self.remotes[view.task_id] = _Remote(actor, placement, task_dir, start_ref=actor.start.remote())
+        self.remotes[view.task_id] = _Remote(actor, placement, task_dir, start_ref=actor.start.remote(self.key))
         return ActiveAttempt(view.task_id, view.attempt, placement.runner_pid or 0, placement.launched_at, True,
                              task_dir, placement.node)
 
@@ -185,7 +195,7 @@ class RayExecutor:
             answer = ray.get(ref, timeout=CALL_TIMEOUT_SEC)
         except ActorUnavailableError:  # unreachable for now; Ray decides later whether its node is dead
             if ref is remote.start_ref:
-                remote.start_ref = remote.actor.start.remote()
+                remote.start_ref = remote.actor.start.remote(self.key)
             else:
                 remote.status_ref = None
             return False
@@ -293,5 +303,7 @@ class RayExecutor:
                 except (ValueError, RayError):
                     continue
                 self._kill(agent)
+            if self.shared_root is not None:
+                remove_key(self.shared_root)
         if self.owns_connection:
             ray.shutdown()

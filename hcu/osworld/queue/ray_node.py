@@ -1,10 +1,10 @@
 """What runs on a Ray node: one `AttemptRunner` actor per attempt and one `NodeAgent` actor per run and node.
 
 `AttemptRunner` holds one guest slot (the node's `slot_resource`) for the life of the attempt. It starts the
-runner (run_task, or the stand-in the tests give) through the keeper with the node's gateway, a node-local
-result directory and the node's phase caps, then answers the head: status (a long poll), collect (the files,
-the log and the token rows), discard. `NodeAgent` owns what an attempt must not: the run's gateway on this node
-and the removal of containers whose attempt is gone.
+runner (run_task, or the stand-in the tests give) through the keeper with the node's gateway, the run's scope
+key file on this node, a node-local result directory and the node's phase caps, then answers the head: status
+(a long poll), collect (the files, the log and the token rows), discard. `NodeAgent` owns what an attempt must
+not: the run's scope key and gateway on this node and the removal of containers whose attempt is gone.
 
 Both are detached and named (`attempt:<run>/<task>/<n>`, `node:<run>/<node id>`), so they outlive a killed
 queue and a new one finds them. Both exit when their raylet dies: a worker blocked in a call never notices,
@@ -36,7 +36,8 @@ from hcu.osworld.queue.keeper import die_with_parent
 from hcu.osworld.queue.launch import runner_args, spawn
 from hcu.osworld.queue.manifest import NodeInfo
 from hcu.osworld.queue.merge import pack_attempt, scope_rows
-from hcu.osworld.queue.node_gateway import NodeGatewayProcess
+from hcu.osworld.queue.node_gateway import NodeGatewayProcess, without_upstream_credentials
+from hcu.osworld.queue.node_key import ShippedKey, node_key_file, remove_key
 
 NODE_LABEL = "hcu/node"
 """A node's name in manifests and status (`ray start --labels hcu/node=gpu-host-07`)."""
@@ -113,20 +114,24 @@ class AttemptRunner:
         self.node: NodeInfo | None = None
         self.token_log: Path | None = None
 
-    def start(self) -> dict[str, Any]:
-        """Start the runner (once; a second call, from a queue that adopted this attempt, only reports)."""
+    def start(self, key: ShippedKey | None) -> dict[str, Any]:
+        """Start the runner (once; a second call, from a queue that adopted this attempt, only reports).
+        `key`: the run's scope key when it travels through Ray (node_key.py)."""
         if self.keeper is None:
             import ray
 
             assert self.config.ray is not None
             node_id, self.node = this_node(self.config.ray.slot_resource)
             agent = node_agent(self.config, node_id)
-            gateway, token_log = ray.get(agent.gateway.remote(), timeout=GATEWAY_TIMEOUT_SEC)
+            gateway, token_log, key_file = ray.get(agent.gateway.remote(key), timeout=GATEWAY_TIMEOUT_SEC)
             self.token_log = Path(token_log) if token_log else None
-            settings = self.config.model_copy(update={"gateway": gateway, "token_log": self.token_log})
+            settings = self.config.model_copy(update={
+                "gateway": gateway, "token_log": self.token_log,
+                "scope_key_file": Path(key_file) if key_file else None})
             argv = self.runner + runner_args(settings, self.task, self.id.attempt, self.result_dir)
             lock_dir = state_dir() / "admission" / node_id
-            env = {**os.environ, **AdmissionSettings(lock_dir=lock_dir, caps=NodeCaps(**self.node.caps)).env()}
+            env = {**without_upstream_credentials(self.config, dict(os.environ)),
+                   **AdmissionSettings(lock_dir=lock_dir, caps=NodeCaps(**self.node.caps)).env()}
             self.result_dir.mkdir(parents=True, exist_ok=True)
             self.keeper = spawn([sys.executable, "-m", "hcu.osworld.queue.keeper", "--", *argv], self.log_path,
                                 self.id.attempt, env=env, preexec_fn=die_with_parent())
@@ -171,14 +176,19 @@ class NodeAgent:
         self.config = RunConfig.model_validate_json(config_json)
         self.ray_node_id = ray.get_runtime_context().get_node_id()
         self.gateway_process = NodeGatewayProcess(self.config, run_root(self.config) / "nodes" / self.ray_node_id)
+        self.key_shipped = False
+        """Whether this node's key file is a copy this agent wrote (else the head's, in the shared directory)."""
 
-    def gateway(self) -> tuple[str | None, str | None]:
-        """(gateway URL, token log path) for this node's runners: the node's own gateway when the config
-        asks for one, else the config's."""
+    def gateway(self, key: ShippedKey | None) -> tuple[str | None, str | None, str | None]:
+        """(gateway URL, token log path, scope key file) for this node's runners: the node's own gateway when
+        the config asks for one, else the config's; the run's key written here first when it was shipped."""
+        key_file = node_key_file(run_root(self.config), key, secrets_on=self.config.scope_key_file is not None)
+        self.key_shipped = self.key_shipped or key is not None
         if not self.config.node_gateways:
             token_log = self.config.token_log
-            return self.config.gateway, str(token_log) if token_log else None
-        return self.gateway_process.ensure(), str(self.gateway_process.token_log)
+            return self.config.gateway, str(token_log) if token_log else None, str(key_file) if key_file else None
+        url = self.gateway_process.ensure(key_file)
+        return url, str(self.gateway_process.token_log), str(key_file) if key_file else None
 
     def sweep(self, live: list[str]) -> list[tuple[str, int]]:
         """Remove this run's containers on this node's engine whose attempt is not in `live` (actor names)."""
@@ -199,4 +209,7 @@ class NodeAgent:
         cleanup(run_id=str(self.config.run_id), task_id=task_id, attempt=attempt)
 
     def stop(self) -> None:
+        """The run is over on this node: its gateway stops and its copy of the scope key goes."""
         self.gateway_process.stop()
+        if self.key_shipped:
+            remove_key(run_root(self.config))
