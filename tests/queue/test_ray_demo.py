@@ -1,6 +1,7 @@
 """The demo's panel (real OSWorld tasks on the test desktop, the real Codex CLI, real gateways, OSWorld's
-evaluator, the scripted model) through the ray executor gives the scores and summary the local executor gives;
-each node's own gateway serves its attempts and the head's token log holds every row once."""
+evaluator in its own process, the scripted model) through the ray executor gives the scores, summary and counted
+model calls the local executor gives; each node's own gateway serves its attempts with the run's scope key
+(per-task secrets) and the head's token log holds every row once."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import pytest
 from hcu import REPO_ROOT
 from hcu.demo.__main__ import DEFAULT_CONFIG, DEFAULT_POLICIES, run_demo
 from hcu.demo.stand_in import STAND_IN_TOKEN, free_port
+from hcu.gateway.scope_secret import key_id, load_or_create_key
 from hcu.osworld.guest.bridge import bridge_address
 from hcu.osworld.queue.config import load_config
 from hcu.osworld.queue.panel import run_queue
@@ -32,8 +34,6 @@ SAME_PER_TASK = ("task_id", "status", "score", "evaluator_score", "withheld_reas
 SAME_SUMMARY = ("tasks", "valid", "withheld", "coverage", "score", "lower_bound", "upper_bound", "binary_rate",
                 "ci95", "binary_ci95", "statuses", "terminations", "failure_classes", "withheld_tasks",
                 "attempts", "retried_tasks", "by_domain", "by_stratum", "scripted_model")
-"""Counted model calls are compared as requests instead: the gateway sometimes logs a generation the CLI
-received as `disconnected` (uncounted), on either executor, depending on timing."""
 
 
 def demo_config(tmp_path: Path, name: str, **changes: object) -> Path:
@@ -90,8 +90,12 @@ def test_demo_through_ray_matches_local(tmp_path: Path, ray_cluster) -> None:
 
     assert {key: summary[key] for key in SAME_SUMMARY} == {key: local[key] for key in SAME_SUMMARY}
     assert task_rows(ray_dir) == task_rows(local_dir)
-    requests = [{r["task_id"]: r["usage"]["requests"] for r in results(run_dir)} for run_dir in (ray_dir, local_dir)]
-    assert requests[0] == requests[1], "the scripted model served the same generations either way"
+    for field in ("requests", "model_calls"):  # a generation delivered before the CLI hung up counts either way
+        used = [{r["task_id"]: r["usage"][field] for r in results(run_dir)} for run_dir in (ray_dir, local_dir)]
+        assert used[0] == used[1], f"the scripted model served other {field} on ray"
+    for run_dir in (ray_dir, local_dir):
+        outcomes = [orjson.loads(line)["outcome"] for line in (run_dir / "gateway-tokens.jsonl").read_bytes().split()]
+        assert "disconnected" not in outcomes, f"{run_dir.name}: a delivered generation logged as disconnected"
     assert (summary["score"], summary["coverage"]) == (0.75, 1.0)  # README's stated demo score, both ways
 
     recorded = manifest(ray_dir)
@@ -102,6 +106,7 @@ def test_demo_through_ray_matches_local(tmp_path: Path, ray_cluster) -> None:
         for group, peak in groups.items():
             assert peak <= recorded["nodes"][node]["caps"][group], (node, group, peak)
 
+    run_key = key_id(load_or_create_key(config.scope_key_file))
     rows = [orjson.loads(line) for line in (ray_dir / "gateway-tokens.jsonl").read_bytes().splitlines()]
     gateways: dict[str, set[str]] = {}
     for result in results(ray_dir):  # each attempt's rows came home once, from the gateway of its node
@@ -110,8 +115,12 @@ def test_demo_through_ray_matches_local(tmp_path: Path, ray_cluster) -> None:
         assert len(mine) == result["usage"]["requests"] and result["usage"]["requests"] > 0, scope
         meta = orjson.loads((ray_dir / "tasks" / result["task_id"] / "meta.json").read_bytes())
         gateways.setdefault(recorded["attempt_nodes"][result["attempt_id"]], set()).add(meta["gateway"])
+        health = meta["gateway_health"]  # the node's gateway serves each scope only to its secret, the run's key
+        assert (health["scope_secrets"], health["scope_key_id"]) == (True, run_key), scope
     assert all(len(urls) == 1 for urls in gateways.values()), f"one gateway per node: {gateways}"
     assert len(set.union(*gateways.values())) == len(gateways), f"each node its own gateway: {gateways}"
+    key = config.scope_key_file.read_text().strip().encode()
     for path in ray_dir.rglob("*"):
         if path.is_file():
             assert STAND_IN_TOKEN.encode() not in path.read_bytes(), f"the upstream credential leaked into {path}"
+            assert path == config.scope_key_file or key not in path.read_bytes(), f"the scope key leaked into {path}"

@@ -176,14 +176,11 @@ class NodeAgent:
         self.config = RunConfig.model_validate_json(config_json)
         self.ray_node_id = ray.get_runtime_context().get_node_id()
         self.gateway_process = NodeGatewayProcess(self.config, run_root(self.config) / "nodes" / self.ray_node_id)
-        self.key_shipped = False
-        """Whether this node's key file is a copy this agent wrote (else the head's, in the shared directory)."""
 
     def gateway(self, key: ShippedKey | None) -> tuple[str | None, str | None, str | None]:
         """(gateway URL, token log path, scope key file) for this node's runners: the node's own gateway when
         the config asks for one, else the config's; the run's key written here first when it was shipped."""
         key_file = node_key_file(run_root(self.config), key, secrets_on=self.config.scope_key_file is not None)
-        self.key_shipped = self.key_shipped or key is not None
         if not self.config.node_gateways:
             token_log = self.config.token_log
             return self.config.gateway, str(token_log) if token_log else None, str(key_file) if key_file else None
@@ -211,5 +208,5 @@ class NodeAgent:
     def stop(self) -> None:
         """The run is over on this node: its gateway stops and its copy of the scope key goes."""
         self.gateway_process.stop()
-        if self.key_shipped:
+        if self.config.ray is not None and self.config.ray.shared_dir is None:  # else the head's copy: it removes it
             remove_key(run_root(self.config))
