@@ -14,6 +14,7 @@ import pytest
 from hcu import REPO_ROOT
 from hcu.demo.stand_in import scripted_stack
 from hcu.osworld.attempt.result import TaskResult
+from hcu.osworld.errors import policy_for
 from hcu.record_io import read_record
 from tests.session import unique_run_id
 
@@ -39,6 +40,11 @@ class TaskRun:
     def __init__(self, result: TaskResult, result_dir: Path, token_log: Path, log: str) -> None:
         self.result, self.result_dir, self.token_log, self.log = result, result_dir, token_log, log
 
+    @property
+    def scope(self) -> str:
+        """The attempt's gateway scope, as the runner recorded it."""
+        return orjson.loads((self.result_dir / "meta.json").read_bytes())["scope"]
+
     def token_rows(self) -> list[dict]:
         if not self.token_log.exists():
             return []
@@ -49,6 +55,11 @@ class TaskRun:
 
 
 RunFn = Callable[..., TaskRun]
+
+
+def expected_exit_status(result: TaskResult) -> int:
+    """run_task's exit status for a result (issue 14 item 3): 0 only for a completed attempt."""
+    return 0 if result.status == "completed" else policy_for(result.failure_classification).exit_status
 
 
 @pytest.fixture
@@ -70,11 +81,13 @@ def run_task(tmp_path: Path) -> RunFn:
                  "--tasks-dir", str(TASKS_DIR), "--test-desktop", *([image] if image else []),
                  "--agent", agent, "--max-model-calls", str(max_model_calls), "--token-log", str(token_log),
                  "--gateway", stack.gateway_url, "--result-dir", str(result_dir), "--run-id", unique_run_id("e2e"),
-                 "--timeout-seconds", "600", "--no-progress-seconds", "120", "--offline-assets", *extra_args],
+                 "--timeout-seconds", "600", "--no-progress-seconds", "120", "--offline-assets",
+                 "--settle-seconds", "1", *extra_args],
                 capture_output=True, text=True, timeout=timeout, cwd=REPO_ROOT)
         log = proc.stdout + proc.stderr
-        assert proc.returncode == 0, log[-3000:]
         assert (result_dir / "result.json").is_file(), log[-3000:]
-        return TaskRun(read_record(result_dir / "result.json", TaskResult), result_dir, token_log, log)
+        result = read_record(result_dir / "result.json", TaskResult)
+        assert proc.returncode == expected_exit_status(result), log[-3000:]
+        return TaskRun(result, result_dir, token_log, log)
 
     return run

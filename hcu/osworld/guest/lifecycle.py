@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from hcu.osworld.attempt.identity import AttemptId
 from hcu.osworld.defaults import BENCHMARKS, GUEST
+from hcu.osworld.errors import ConfigurationError
 from hcu.osworld.guest import overlay as overlays
 from hcu.osworld.guest import ports as port_leases
 from hcu.osworld.guest import readiness
@@ -170,17 +171,18 @@ def start_guest(
 
 
 def _check_prerequisites(client: docker.DockerClient, spec: GuestSpec) -> None:
+    """Refuse, as a ConfigurationError (never retried), what no attempt could boot."""
     if spec.kind == "qemu":
         overlays.check_image(Path(spec.image), spec.volume_size_gb)
         if not KVM_DEVICE.exists():
-            raise RuntimeError(
+            raise ConfigurationError(
                 f"{KVM_DEVICE} is missing: the official guest needs KVM (TCG boots too slowly)"
             )
     try:
         client.images.get(spec.container_image)
     except docker.errors.ImageNotFound:
         if spec.kind == "test-desktop":
-            raise RuntimeError(f"image {spec.image} not found: build it with `make test-desktop`") from None
+            raise ConfigurationError(f"image {spec.image} not found: build it with `make test-desktop`") from None
         with contextlib.closing(docker_client(DOCKER_PULL_TIMEOUT_SEC)) as puller:
             puller.images.pull(spec.docker_image)
 

@@ -12,6 +12,7 @@ import shlex
 import time
 from collections.abc import Iterator
 
+import docker.errors
 import requests
 from docker.models.containers import Container
 from pydantic import BaseModel
@@ -22,6 +23,10 @@ from hcu.osworld.guest.api import GuestAPI, GuestAPIError
 POLL_INTERVAL_SEC = 0.2
 PROBE_TIMEOUT_SEC = 10.0
 SUDO_TIMEOUT_SEC = 30.0
+GUEST_FAILURES = (GuestAPIError, docker.errors.DockerException, requests.RequestException, RuntimeError,
+                  TimeoutError, OSError)
+"""What a guest that does not come up raises; anything else (a TypeError in hcu, a ConfigurationError, an
+interruption) passes through unrelabelled."""
 
 
 class ReadinessStep(BaseModel):
@@ -32,7 +37,8 @@ class ReadinessStep(BaseModel):
 
 
 class Readiness:
-    """Records each step's duration and outcome; a failed step raises GuestError naming it."""
+    """Records each step's duration and outcome; a step that fails as a guest fails (GUEST_FAILURES) raises
+    GuestError naming it."""
 
     def __init__(self, guest_name: str) -> None:
         self.guest_name = guest_name
@@ -43,7 +49,7 @@ class Readiness:
         started = time.monotonic()
         try:
             yield
-        except Exception as exc:
+        except GUEST_FAILURES as exc:
             error = str(exc) or type(exc).__name__
             self.steps.append(ReadinessStep(name=name, duration_sec=_since(started), ok=False, error=error))
             if required:
