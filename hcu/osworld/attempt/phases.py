@@ -30,10 +30,10 @@ class PhaseLog:
         ends with that error at its deadline, wherever it is blocked."""
         started = time.time()
         self.current = name
-        log.info("[%s] phase %s: start", self.attempt_id, name)
-        if self._on_change:
-            self._on_change(name)
-        try:
+        try:  # from the start: a signal that lands while progress is written still ends this phase
+            log.info("[%s] phase %s: start", self.attempt_id, name)
+            if self._on_change:
+                self._on_change(name)
             if overrun is None:
                 yield
             else:
