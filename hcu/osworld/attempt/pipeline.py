@@ -138,7 +138,7 @@ class _Attempt:
         with phase("boot", timeout_sec=timeout, overrun=BootTimeout):
             spec = GuestSpec.for_settings(o)
             self.guest = start_guest(spec, self.attempt, work_dir=self.result_dir / ".guest",
-                                     boot_timeout_sec=timeout or math.inf)
+                                     boot_timeout_sec=math.inf)  # the phase's own deadline ends the boot
             self._record_guest(spec)
         api = self.guest.api
         with phase("isolate"):
