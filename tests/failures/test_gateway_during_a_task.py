@@ -79,3 +79,23 @@ def test_a_rate_limit_wait_in_progress_extends_the_timeout(start_task: StartFn, 
     assert (result.status, result.termination_reason, result.score) == ("completed", "completed", 1.0), \
         task.log()[-3000:]
     assert result.usage.rate_limit_wait_sec > 0, "the gateway waited out the rate limit"
+
+
+def test_whether_a_turn_ended_on_a_rate_limit_is_the_gateways_verdict(start_task: StartFn, tmp_path: Path) -> None:
+    """Items 8 and 9: the upstream fails with a server error whose text speaks of a rate limit. The gateway
+    logs failed generations (a 500 is no rate limit), though the CLI's last words say "rate limit". The turn
+    is judged from the gateway's rows: an upstream error, ended at once, the session not resumed (no message
+    injected)."""
+    wording = {"error": {"message": "Rate limit exceeded, please retry later", "type": "server_error",
+                         "code": "server_error"}}
+    failing = policy(RENAME_MATCH, RENAME_STEPS, faults=[{"kind": "http", "status": 500, "body": wording}])
+    with scripted_stack("claude-code", write_policies(tmp_path, {"failing": failing}),
+                        token_log=tmp_path / "tokens.jsonl", max_model_calls=20, log_dir=tmp_path / "logs") as stack:
+        task = start_task(RENAME_TASK, gateway=stack.gateway_url, token_log=stack.token_log, agent="claude-code",
+                          extra_args=["--rate-limit-resume-delay", "1"])
+        result, code = task.finish()
+    assert (result.status, result.failure_classification, result.rate_limit_resumes, code) == (
+        "error", "upstream_error", 0, 1), task.log()[-3000:]
+    events = (task.result_dir / "phase-agent-turn-1-events.jsonl").read_text()
+    assert "Rate limit exceeded" in events, "the CLI's own words speak of a rate limit"
+    assert not (task.result_dir / "phase-agent-turn-2-events.jsonl").exists(), "the session was not resumed"
