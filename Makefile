@@ -12,7 +12,10 @@ export HCU_VENV_PYTHON := $(abspath $(VPY))
 export HCU_PYTHON310 := $(or $(HCU_PYTHON310),$(lastword $(sort $(wildcard $(HOME)/.pyenv/versions/3.10.*))))
 PY310_SELECTION := $(if $(HCU_PYTHON310),,-m 'not python310')
 
-.PHONY: setup osworld-venv host test-desktop build-local agents demo test test-fast bench lint clean-guests FORCE
+QEMU_GUEST_IMAGE   ?= hcu-qemu-guest
+QEMU_GUEST_DISK    ?= build/qemu-guest/test-desktop.qcow2
+
+.PHONY: setup osworld-venv host test-desktop qemu-guest build-local agents demo test test-fast bench lint clean-guests FORCE
 
 ## host: Debian packages (python3-venv, Docker, npm, ...), a running Docker engine, guest-isolation iptables rules
 host:
@@ -49,6 +52,11 @@ $(OSWORLD_VENV)/.installed: requirements-osworld.txt pyproject.toml | host
 test-desktop: host setup
 	bash scripts/test-desktop/build.sh $(TEST_DESKTOP_IMAGE)
 
+## qemu-guest: the QEMU stand-in for the official guest: a runner image with the osworld-docker contract
+## ($(QEMU_GUEST_IMAGE):latest on KVM, :tcg asking for TCG) and a bootable qcow2 of the test desktop
+qemu-guest: host test-desktop
+	bash scripts/qemu-guest/build.sh $(QEMU_GUEST_IMAGE) $(QEMU_GUEST_DISK) $(TEST_DESKTOP_IMAGE)
+
 ## build-local: artifacts/computer-use, one file for the guest's python3.10 and 3.11
 build-local: setup
 	bash scripts/build-computer-use.sh artifacts/computer-use
@@ -62,7 +70,7 @@ demo: host setup test-desktop build-local agents
 	bash scripts/demo.sh
 
 ## test: everything, including the Docker, desktop and CLI tests (none are skipped)
-test: host setup test-desktop build-local agents
+test: host setup test-desktop qemu-guest build-local agents
 	$(VPY) -m ruff check hcu tests bench scripts
 	@$(if $(HCU_PYTHON310),echo "make test: the artifact's 3.10 run uses $(HCU_PYTHON310)",\
 	  echo "make test: no CPython 3.10 here (set HCU_PYTHON310): the artifact's 3.10 run is NOT tested")
@@ -74,7 +82,7 @@ test-fast: $(VENV)/.installed
 	  -m 'not docker and not kvm and not artifacts and not network and not osworld and not python310'
 
 ## bench: benchmarks print figures and ratios (never asserted)
-bench: host setup test-desktop build-local
+bench: host setup test-desktop qemu-guest build-local
 	$(VPY) bench/run_all.py
 
 lint: setup

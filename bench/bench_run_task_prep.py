@@ -37,13 +37,13 @@ def bare_boot(work: Path, n: int) -> float:
     return statistics.median(times)
 
 
-def one_attempt(work: Path, i: int) -> TaskResult:
+def one_attempt(work: Path, i: int, guest_flags: tuple[str, ...] = ("--test-desktop",)) -> TaskResult:
     out = work / f"attempt-{i}"
     token_log = out / "tokens.jsonl"
     with scripted_stack("codex", REPO_ROOT / "configs" / "demo-policies.json", token_log=token_log,
                         max_model_calls=20, log_dir=out / "logs") as stack:
         subprocess.run([sys.executable, "-m", "hcu.osworld.run_task", "--task-id", TASK, "--task-domain", "os",
-                        "--tasks-dir", str(REPO_ROOT / "configs" / "demo-tasks"), "--test-desktop",
+                        "--tasks-dir", str(REPO_ROOT / "configs" / "demo-tasks"), *guest_flags,
                         "--agent", "codex", "--max-model-calls", "20", "--token-log", str(token_log),
                         "--gateway", stack.gateway_url, "--result-dir", str(out / "result"),
                         "--run-id", "bench-prep", "--attempt", str(i + 1)],

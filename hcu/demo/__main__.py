@@ -30,7 +30,7 @@ def run_demo(config_path: Path, policies: Path) -> Path:
     shutil.rmtree(config.run_dir, ignore_errors=True)
     port = urlsplit(config.gateway).port
     with scripted_stack(config.agent, policies, token_log=config.token_log, max_model_calls=config.max_model_calls,
-                        log_dir=config.run_dir / "stand-in", gateway_port=port):
+                        log_dir=config.run_dir / "stand-in", gateway_port=port, scope_key_file=config.scope_key_file):
         run_queue(config, gate=gateway_gate(config))
     summarize(config.run_dir)
     return config.run_dir / "summary" / "summary.md"

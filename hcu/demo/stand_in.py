@@ -45,8 +45,10 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 @contextmanager
 def scripted_stack(agent: str, policies: Path, *, token_log: Path, max_model_calls: int, log_dir: Path,
-                   gateway_port: int | None = None, rate_limit_max_wait: float = 300.0) -> Iterator[StandIn]:
-    """Start the policy upstream and the agent's gateway; stop both on exit."""
+                   gateway_port: int | None = None, rate_limit_max_wait: float = 300.0,
+                   scope_key_file: Path | None = None) -> Iterator[StandIn]:
+    """Start the policy upstream and the agent's gateway (with per-task secrets under `scope_key_file`);
+    stop both on exit."""
     provider = AGENTS[agent].provider
     host = bridge_address()
     up_port, gw_port = free_port(), gateway_port or free_port(host)
@@ -58,7 +60,7 @@ def scripted_stack(agent: str, policies: Path, *, token_log: Path, max_model_cal
                              "--host", "127.0.0.1", "--port", str(up_port)], log_dir / "scripted-upstream.log"))
         _wait_tcp("127.0.0.1", up_port, procs[-1])
         argv, env = _gateway_command(provider, host, gw_port, up_port, token_log, max_model_calls,
-                                     rate_limit_max_wait)
+                                     rate_limit_max_wait, scope_key_file)
         gateway_url = f"http://{host}:{gw_port}"
 
         def start_gateway() -> None:
@@ -89,13 +91,16 @@ def _stop(proc: subprocess.Popen) -> None:
 
 
 def _gateway_command(provider: str, host: str, port: int, up_port: int, token_log: Path, max_calls: int,
-                     max_wait: float) -> tuple[list[str], dict[str, str]]:
+                     max_wait: float, scope_key_file: Path | None) -> tuple[list[str], dict[str, str]]:
     argv = [sys.executable, "-m", GATEWAY_MODULES[provider], "--host", host, "--out", str(token_log),
             "--max-requests-per-task", str(max_calls), "--rate-limit-max-wait", str(max_wait)]
+    if scope_key_file is not None:
+        argv += ["--scope-key-file", str(scope_key_file)]
     env = dict(os.environ)
     if provider == "openai":
         argv += ["--ports", str(port), "--upstreams", f"127.0.0.1:{up_port}", "--upstream-kind", "openai",
-                 "--upstream-scheme", "http", "--upstream-token", STAND_IN_TOKEN]
+                 "--upstream-scheme", "http"]
+        env["OSW_OPENAI_UPSTREAM_TOKEN"] = STAND_IN_TOKEN
     else:
         argv += ["--port", str(port)]
         prefix = "OSW_ANTHROPIC" if provider == "anthropic" else "OSW_GEMINI"

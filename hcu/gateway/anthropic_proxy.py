@@ -14,10 +14,18 @@ import orjson
 from hcu.gateway import cli
 from hcu.gateway.credentials import StaticCredential
 from hcu.gateway.provider import Provider, Signal, StreamWatch, Verdict, as_dict, as_int, loads_or_none
+from hcu.gateway.routes import route
 from hcu.gateway.tokenlog import TokenUsage
 
 RATE_LIMIT_TYPES = frozenset({"rate_limit_error", "overloaded_error"})
 CONTENT_EVENTS = frozenset({"content_block_start", "content_block_delta", "content_block_stop"})
+ROUTES = (
+    route("POST", "v1/messages"),
+    route("POST", "v1/messages/count_tokens", "free"),
+    route("GET", "v1/models", "free"),
+    route("GET", "v1/models/{name}", "free"),
+)
+"""What Claude Code and the Anthropic SDK call; batches, files and admin endpoints are not served."""
 
 
 def usage_of(raw: object) -> TokenUsage | None:
@@ -65,10 +73,9 @@ class AnthropicWatch(StreamWatch):
 
 class AnthropicProvider(Provider):
     name = "anthropic"
+    routes = ROUTES
+    query_params = frozenset({"beta"})
     rate_limit_statuses = frozenset({429, 529})
-
-    def is_free(self, rest: str) -> bool:
-        return rest.endswith("messages/count_tokens")
 
     def error_verdict(self, status: int, body: bytes) -> Verdict:
         if status in self.rate_limit_statuses:

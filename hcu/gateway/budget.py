@@ -3,17 +3,21 @@
 Everything runs on one event loop, so a check and the reservation that follows it (no `await` between them)
 are atomic. A request that finds every remaining call reserved by in-flight requests waits until one of them
 settles instead of being refused: a failed in-flight request frees its slot.
+
+Only generations carry task state. Token counting, model listing, refused routes and invalid bodies neither
+create a task's state nor move its failure count, so a scope that never generated costs nothing, and the
+state of a scope that did is a few slots (the wake-up event exists only while a request waits for a slot).
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from pydantic import BaseModel
 
-from hcu.gateway.tokenlog import Outcome, TokenLogRow
+from hcu.gateway.tokenlog import Outcome
 
 FAILURES_TO_FAIL_TASK = 5
 """Consecutive failed generations (rate limits excluded) that mark a task failed."""
@@ -34,7 +38,7 @@ class TaskStateView(BaseModel):
     last_activity_at: float | None = None
 
 
-@dataclass
+@dataclass(slots=True)
 class TaskState:
     calls_used: int = 0
     in_flight: int = 0
@@ -45,12 +49,15 @@ class TaskState:
     refused: int = 0
     failed: bool = False
     last_activity_at: float | None = None
-    settled: asyncio.Event = field(default_factory=asyncio.Event)
+    settled: asyncio.Event | None = None
+    """Set when a reservation is released; exists only while some request waits for a slot."""
 
-    def record(self, outcome: Outcome, counted: bool) -> None:
+    def record(self, outcome: Outcome, counted: bool, generation: bool) -> None:
         """Apply the end of one request (its reservation, if any, is released separately)."""
         if counted:
             self.calls_used += 1
+        if not generation:
+            return
         if outcome == "success":
             self.failed_in_a_row = 0
         elif outcome == "failed":
@@ -61,7 +68,7 @@ class TaskState:
 
 
 class Budget:
-    """Calls allowed per task and the state of every task seen."""
+    """Calls allowed per task and the state of every task that made a generation."""
 
     def __init__(self, max_requests_per_task: int) -> None:
         self.limit = max_requests_per_task
@@ -87,16 +94,23 @@ class Budget:
             if st.calls_used + st.in_flight < self.limit:
                 st.in_flight += 1
                 return True
+            if st.settled is None:
+                st.settled = asyncio.Event()
             st.settled.clear()
             await st.settled.wait()
 
-    def settle(self, task: str, reserved: bool, outcome: Outcome, counted: bool) -> int:
+    def settle(self, task: str, reserved: bool, outcome: Outcome, counted: bool, generation: bool) -> int:
         """End one request: release its reservation, apply its outcome; returns the task's calls used."""
-        st = self.state(task)
+        st = self.tasks.get(task)
+        if st is None:  # a call that never touched the budget, from a scope that never generated
+            return 0
         if reserved:
             st.in_flight -= 1
-            st.settled.set()
-        st.record(outcome, counted)
+            if st.settled is not None:
+                st.settled.set()
+                if st.in_flight == 0:
+                    st.settled = None  # every waiter was woken and holds its own reference
+        st.record(outcome, counted, generation)
         st.last_activity_at = time.time()
         return st.calls_used
 
@@ -105,15 +119,9 @@ class Budget:
         st.rate_limit_wait_sec += seconds
         st.rate_limit_waits += 1
 
-    def restore(self, rows: list[TokenLogRow]) -> None:
-        """Rebuild every task's counters from the token log rows of an earlier run of this gateway."""
-        for row in rows:
-            st = self.state(row.task)
-            st.record(row.outcome, row.counted)
-            if row.rate_limit_wait_sec > 0:
-                st.rate_limit_wait_sec += row.rate_limit_wait_sec
-                st.rate_limit_waits += 1
-            st.last_activity_at = row.time
+    def restore(self, tasks: dict[str, TaskState]) -> None:
+        """Take every task's counters as rebuilt from the token log of an earlier run of this gateway."""
+        self.tasks.update(tasks)
 
     def view(self, task: str) -> TaskStateView:
         st = self.tasks.get(task) or TaskState()

@@ -8,6 +8,7 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 from urllib.parse import urlsplit
@@ -15,6 +16,7 @@ from urllib.parse import urlsplit
 from hcu.gateway.core import GatewayConfig, GatewayState, build_app, serve
 from hcu.gateway.pool import Pool, Upstream, UpstreamSpecError, parse_upstreams
 from hcu.gateway.provider import Provider
+from hcu.gateway.scope_secret import ScopeKeyError
 
 
 class _Parser(argparse.ArgumentParser):
@@ -60,6 +62,13 @@ def _seconds(value: str) -> float:
     return sec
 
 
+def _positive_seconds(value: str) -> float:
+    sec = _seconds(value)
+    if sec == 0:
+        raise argparse.ArgumentTypeError(f"expected seconds > 0, got {value!r}")
+    return sec
+
+
 def parser(prog: str, multi_port: bool) -> argparse.ArgumentParser:
     p = _Parser(prog=f"python -m {prog}")
     p.add_argument("--host", required=True)
@@ -71,6 +80,14 @@ def parser(prog: str, multi_port: bool) -> argparse.ArgumentParser:
     p.add_argument("--max-requests-per-task", required=True, type=_budget,
                    help="successful generations allowed per task scope (0 = no budget)")
     p.add_argument("--rate-limit-max-wait", type=_seconds, default=300.0)
+    p.add_argument("--scope-key-file", type=Path, help="serve a task scope only to requests carrying its secret "
+                   "(an HMAC of the scope under this key; created when missing); the runner's --scope-key-file")
+    p.add_argument("--upstream-idle-timeout", type=_positive_seconds, default=300.0,
+                   help="longest silence from the upstream, before its headers or between stream chunks")
+    p.add_argument("--header-timeout", type=_positive_seconds, default=15.0,
+                   help="close a client connection idle this long or still sending its request header")
+    p.add_argument("--max-connections-per-peer", type=_positive_int, default=64,
+                   help="open client connections allowed per peer address")
     return p
 
 
@@ -111,17 +128,28 @@ def check_out(path: Path) -> None:
         fail(f"--out: directory {path.parent} is not writable")
 
 
-def run(args: argparse.Namespace, provider: Provider, upstreams: list[Upstream], pins: list[str]) -> None:
+def run(args: argparse.Namespace, provider: Provider, upstreams: list[Upstream], pins: list[str],
+        warnings: Sequence[str] = ()) -> None:
     """Validate, start every listener, serve until interrupted."""
     check_out(args.out)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    for warning in warnings:
+        logging.getLogger("hcu.gateway").warning(warning)
     config = GatewayConfig(
         max_requests_per_task=args.max_requests_per_task,
         rate_limit_max_wait=args.rate_limit_max_wait,
         out=args.out,
+        idle_timeout_sec=args.upstream_idle_timeout,
+        header_timeout_sec=args.header_timeout,
+        max_connections_per_peer=args.max_connections_per_peer,
+        scope_key_file=args.scope_key_file,
     )
+    try:
+        state = GatewayState(config, provider, Pool(upstreams, pins))
+    except ScopeKeyError as exc:
+        fail(f"--scope-key-file: {exc}")
     ports = args.ports if hasattr(args, "ports") else [args.port]
-    asyncio.run(_serve_forever(GatewayState(config, provider, Pool(upstreams, pins)), args.host, ports))
+    asyncio.run(_serve_forever(state, args.host, ports))
 
 
 async def _serve_forever(state: GatewayState, host: str, ports: list[int]) -> None:
@@ -130,11 +158,12 @@ async def _serve_forever(state: GatewayState, host: str, ports: list[int]) -> No
     except OSError as exc:
         fail(f"--host/--port: cannot listen on {host}:{ports} ({exc.strerror})")
     logging.getLogger("hcu.gateway").info(
-        "%s gateway on %s:%s, %d calls per task",
+        "%s gateway on %s:%s, %d calls per task, per-task secrets %s",
         state.provider.name,
         host,
         ports,
         state.config.max_requests_per_task,
+        "on" if state.scope_guard else "off",
     )
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -1,26 +1,45 @@
 """The gateway core: one aiohttp app per provider, routing `/t/<task>/<rest>` to an `Exchange` and serving
-`GET /healthz`; one listener per port over one shared `GatewayState`."""
+`GET /healthz`; one listener per port over one shared `GatewayState`.
+
+Before anything is forwarded a request passes three checks, cheapest first: a well-formed task scope, the
+scope's secret when per-task secrets are on (else 403, no row, no state: a guest cannot touch another
+task), and the provider's allow-list (else 404 in the provider's error shape, logged, never forwarded).
+"""
 
 from __future__ import annotations
+
+import asyncio
+import logging
 
 import aiohttp
 import orjson
 from aiohttp import web
 
 from hcu.gateway.exchange import Exchange
-from hcu.gateway.state import GatewayConfig, GatewayState
+from hcu.gateway.listener import serve
+from hcu.gateway.routes import match_route, valid_scope
+from hcu.gateway.state import STATE, GatewayConfig, GatewayState
 
 __all__ = ["GatewayConfig", "GatewayState", "build_app", "serve"]
 
-STATE = web.AppKey("state", GatewayState)
+LOG_RETRY_SEC = 1.0
+"""How often rows waiting in memory are offered to the token log again."""
+log = logging.getLogger("hcu.gateway")
 
 
 async def handle(request: web.Request) -> web.StreamResponse:
+    s = request.app[STATE]
     path = request.rel_url.raw_path
     task, sep, rest = path[3:].partition("/") if path.startswith("/t/") else ("", "", "")
-    if not task or not sep:
-        raise web.HTTPNotFound(text="not found: use /t/<task>/<path> or GET /healthz")
-    return await Exchange(request.app[STATE], request, task, rest).run()
+    if not sep or not valid_scope(task):
+        body = s.provider.error_body("", 404, "not_found", "not found: use /t/<task>/<path> or GET /healthz")
+        return web.Response(status=404, body=body, content_type="application/json")
+    if s.scope_guard is not None and not s.scope_guard.allows(task, request.headers, request.query):
+        log.warning("task %s: refused %s /%s without the scope's secret", task, request.method, rest[:200])
+        body = s.provider.error_body(rest, 403, "invalid_task_secret",
+                                     f"this credential does not hold task scope {task}")
+        return web.Response(status=403, body=body, content_type="application/json")
+    return await Exchange(s, request, task, rest, match_route(s.provider.routes, request.method, rest)).run()
 
 
 async def healthz(request: web.Request) -> web.Response:
@@ -31,13 +50,19 @@ async def healthz(request: web.Request) -> web.Response:
         "rate_limit_max_wait": s.config.rate_limit_max_wait,
         "upstreams": [u.label for u in s.pool.upstreams],
         "tasks": len(s.budget.tasks),
+        "scope_secrets": s.scope_guard is not None,
+        "scope_key_id": s.scope_guard.key_id if s.scope_guard is not None else None,
+        "token_log": s.token_log.status(),
     }
     if "task" in request.query:
-        body["task"] = s.budget.view(request.query["task"]).model_dump()
+        task = request.query["task"]
+        if s.scope_guard is not None and not s.scope_guard.allows(task, request.headers, {}):
+            return web.json_response({"error": f"the state of task scope {task} needs its secret"}, status=403)
+        body["task"] = s.budget.view(task).model_dump()
     return web.Response(body=orjson.dumps(body), content_type="application/json")
 
 
-async def _client_session(app: web.Application):
+async def _lifecycle(app: web.Application):
     s = app[STATE]
     timeout = aiohttp.ClientTimeout(
         total=None, sock_connect=s.config.connect_timeout_sec, sock_read=s.config.idle_timeout_sec
@@ -49,26 +74,25 @@ async def _client_session(app: web.Application):
         connector=aiohttp.TCPConnector(limit=0),
         skip_auto_headers=("User-Agent",),
     )
+    retry = asyncio.create_task(_retry_token_log(s))
     yield
+    retry.cancel()
     await s.session.close()
     s.token_log.close()
 
 
+async def _retry_token_log(s: GatewayState) -> None:
+    while True:
+        await asyncio.sleep(LOG_RETRY_SEC)
+        if s.token_log.pending or not s.token_log.writable:
+            s.token_log.flush()
+
+
 def build_app(state: GatewayState) -> web.Application:
-    """The gateway app; serve it with `handler_cancellation=True` so a client that leaves cancels its
-    upstream request."""
-    app = web.Application(client_max_size=256 * 1024 * 1024)
+    """The gateway app; serve it with `hcu.gateway.listener.serve`."""
+    app = web.Application()
     app[STATE] = state
-    app.cleanup_ctx.append(_client_session)
+    app.cleanup_ctx.append(_lifecycle)
     app.router.add_get("/healthz", healthz)
     app.router.add_route("*", "/{tail:.*}", handle)
     return app
-
-
-async def serve(app: web.Application, host: str, ports: list[int]) -> web.AppRunner:
-    """Start one listener per port on one shared app (one shared state)."""
-    runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
-    await runner.setup()
-    for port in ports:
-        await web.TCPSite(runner, host, port).start()
-    return runner

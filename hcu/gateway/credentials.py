@@ -11,6 +11,9 @@ import time
 from typing import Any, Protocol
 
 AZURE_SCOPE = "https://cognitiveservices.azure.com/.default"
+MIN_SCRUBBED_LEN = 8
+"""Shorter credentials (a relay's `unused`) are not scrubbed: replacing such a common string would mangle
+answers without protecting anything."""
 REFRESH_MARGIN_SEC = 300.0
 """Refresh an Entra token this long before it expires, so no request leaves with a token about to lapse."""
 
@@ -30,6 +33,9 @@ class Credential(Protocol):
     async def headers(self) -> dict[str, str]:
         """Headers that authenticate one upstream request."""
 
+    def secret_values(self) -> tuple[bytes, ...]:
+        """The secret parts of those headers, to scrub from anything an upstream echoes back."""
+
 
 class StaticCredential:
     """A fixed key sent in one header (`Authorization: Bearer`, `x-api-key`, `api-key`, `x-goog-api-key`)."""
@@ -37,9 +43,14 @@ class StaticCredential:
     def __init__(self, header: str, value: str) -> None:
         self._header = header
         self._value = value
+        secret = value.removeprefix("Bearer ").strip()
+        self._secrets = (secret.encode(),) if len(secret) >= MIN_SCRUBBED_LEN else ()
 
     async def headers(self) -> dict[str, str]:
         return {self._header: self._value}
+
+    def secret_values(self) -> tuple[bytes, ...]:
+        return self._secrets
 
     def __repr__(self) -> str:
         return f"StaticCredential({self._header}=***)"
@@ -69,6 +80,9 @@ class AzureTokenCredential:
                     await self._refresh()
         return {"Authorization": f"Bearer {self._token}"}
 
+    def secret_values(self) -> tuple[bytes, ...]:
+        return (self._token.encode(),) if self._token else ()
+
     def _stale(self) -> bool:
         return self._token is None or time.time() > self._expires_on - REFRESH_MARGIN_SEC
 
@@ -84,4 +98,12 @@ class AzureTokenCredential:
 
 
 CLIENT_CREDENTIAL_HEADERS = frozenset({"authorization", "x-api-key", "api-key", "x-goog-api-key"})
-CLIENT_CREDENTIAL_QUERY = frozenset({"key"})
+REDACTED = b"[redacted by hcu gateway]"
+
+
+def scrub(data: bytes | bytearray, secrets: tuple[bytes, ...]) -> bytes | bytearray:
+    """`data` with every occurrence of a secret replaced (a no-op scan when none occurs)."""
+    for secret in secrets:
+        if secret in data:
+            data = data.replace(secret, REDACTED)
+    return data

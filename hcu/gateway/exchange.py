@@ -1,8 +1,9 @@
 """One client request through the gateway, from arrival to its token-log row.
 
-Check the JSON body, reserve a budget slot (generations only), place the task on an upstream, send, and
+Read and check the body, reserve a budget slot (generations only), place the task on an upstream, send, and
 classify what comes back through the provider. Rate limits are waited out and resent before the client has
-seen a byte; streams are forwarded as they arrive once the preamble is past.
+seen a byte; streams are forwarded event by event once the preamble is past (`hcu.gateway.relay`). Every
+request ends in exactly one row, whether it succeeded, failed, was refused, or its client left.
 """
 
 from __future__ import annotations
@@ -18,52 +19,53 @@ from aiohttp import web
 from yarl import URL
 
 from hcu.gateway.backoff import backoff_sec, hint_from_headers
-from hcu.gateway.credentials import CLIENT_CREDENTIAL_HEADERS, CLIENT_CREDENTIAL_QUERY, CredentialError
+from hcu.gateway.credentials import CLIENT_CREDENTIAL_HEADERS, REDACTED, CredentialError, scrub
 from hcu.gateway.pool import Placement
-from hcu.gateway.provider import Signal, loads_or_none
-from hcu.gateway.sse import SseParser
+from hcu.gateway.provider import Signal, as_dict, loads_or_none
+from hcu.gateway.relay import ClientGone, StreamRelay
+from hcu.gateway.request_body import BodyError, RequestBody, read_body
+from hcu.gateway.routes import Route, filter_query
 from hcu.gateway.state import GatewayState
 from hcu.gateway.tokenlog import Outcome, TokenUsage
 
 log = logging.getLogger("hcu.gateway")
 
 HOP_HEADERS = frozenset(
-    {
-        "connection",
-        "keep-alive",
-        "proxy-authenticate",
-        "proxy-authorization",
-        "te",
-        "trailer",
-        "transfer-encoding",
-        "upgrade",
-        "host",
-        "content-length",
-    }
+    {"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
+     "transfer-encoding", "upgrade", "host", "content-length"}
 )
-DROP_REQUEST_HEADERS = HOP_HEADERS | CLIENT_CREDENTIAL_HEADERS | {"accept-encoding", "x-hcu-resource"}
-DROP_RESPONSE_HEADERS = HOP_HEADERS | {"content-encoding"}
+PRIVATE_REQUEST_HEADERS = frozenset(
+    {"cookie", "openai-organization", "openai-project", "x-goog-user-project", "forwarded", "x-real-ip", "via",
+     "x-hcu-resource", "accept-encoding"}
+)
+"""Client headers that are not the provider API's business: the operator's billing scope (organization,
+project), the client's cookies and addresses. `accept-encoding` is replaced by identity (streams are read)."""
+DROP_REQUEST_PREFIXES = ("x-forwarded-",)
+DROP_REQUEST_HEADERS = HOP_HEADERS | CLIENT_CREDENTIAL_HEADERS | PRIVATE_REQUEST_HEADERS
+DROP_RESPONSE_HEADERS = HOP_HEADERS | {"content-encoding", "set-cookie"}
 """aiohttp decompresses what it receives, so a content-encoding header would no longer be true."""
-
+CONNECT_RETRY_DELAYS_SEC = (0.25, 0.5, 1.0, 2.0)
+"""Waits before re-trying a connection the upstream refused: a blip of a few seconds is not a failure."""
 MIN_WAIT_SEC = 0.1
 """Floor under an upstream's `retry-after: 0`, so a persistent rate limit cannot become a hot resend loop."""
 MIN_COOLDOWN_SEC = 1.0
 """Floor under a deployment's cooldown, so two rate-limited deployments are not swapped back and forth."""
 
 
-class ClientGone(Exception):
-    """The client closed its connection while we were writing to it."""
-
-
 class Exchange:
     """One client request, from arrival to its token-log row."""
 
-    def __init__(self, state: GatewayState, request: web.Request, task: str, rest: str) -> None:
+    def __init__(self, state: GatewayState, request: web.Request, task: str, rest: str,
+                 route: Route | None) -> None:
         self.s, self.request, self.task, self.rest = state, request, task, rest
+        self.route = route
+        """None: the method and path are outside the provider's allow-list."""
+        self.generation = route is not None and route.kind == "generation"
         self.started = time.monotonic()
-        self.body = b""
+        self.body: RequestBody | None = None
         self.model: str | None = None
         self.placement: Placement | None = None
+        self.reserved = False
         self.status = 0
         self.outcome: Outcome = "failed"
         self.usage: TokenUsage | None = None
@@ -73,7 +75,7 @@ class Exchange:
         self.attempts = 0
         self.request_id: str | None = None
         self.response_id: str | None = None
-        self.response: web.StreamResponse | None = None
+        self.relay: StreamRelay | None = None
         self.hint: float | None = None
         """Wait the upstream asked for in its last rate limit."""
         self.retry_after = 0.0
@@ -81,39 +83,59 @@ class Exchange:
         """Status, body and headers of the last rate-limit answer that was an HTTP error."""
 
     async def run(self) -> web.StreamResponse:
-        p, budget = self.s.provider, self.s.budget
-        self.body = await self.request.read()
-        generation = self.request.method == "POST" and not p.is_free(self.rest)
-        parsed: object = None
-        if self.body:
-            try:
-                parsed = orjson.loads(self.body)
-            except orjson.JSONDecodeError:
-                return self.finish(self.error(400, "invalid_request_error", "request body is not valid JSON"))
-        self.model = p.model_of(self.rest, parsed)
-        reserved = generation and await budget.reserve(self.task)
-        if generation and not reserved:
-            self.outcome = "refused_budget"
-            message = f"max_model_calls: task {self.task} used all {budget.limit} model calls"
-            return self.finish(self.error(402, "max_model_calls", message))
-        counted = False
         try:
-            response = await self.forward(p.continues_state(parsed))
-            counted = reserved and self.outcome == "success"
-            if not generation:
-                self.outcome = "free"
-            return response
+            return await self.serve()
         except (asyncio.CancelledError, ClientGone):
-            self.outcome = "disconnected" if generation else "free"
+            # The client left. A generation whose final success event already went out was delivered: it is
+            # a success, counted, with its usage.
+            delivered = self.relay is not None and self.relay.delivered
+            if self.relay is not None:
+                self.usage, self.response_id = self.relay.watch.usage, self.relay.watch.response_id
+            self.outcome = "success" if delivered else "disconnected" if self.generation else "free"
             raise
         finally:
-            calls = budget.settle(self.task, reserved, self.outcome, counted)
+            counted = self.reserved and self.outcome == "success"
+            calls = self.s.budget.settle(self.task, self.reserved, self.outcome, counted, self.generation)
             self.write_row(counted, calls)
 
-    def finish(self, response: web.StreamResponse) -> web.StreamResponse:
-        calls = self.s.budget.settle(self.task, False, self.outcome, False)
-        self.write_row(False, calls)
+    async def serve(self) -> web.StreamResponse:
+        s, method = self.s, self.request.method
+        if self.route is None:
+            log.warning("task %s: refused %s /%s (not a route this gateway serves)", self.task, method, self.rest[:200])
+            self.outcome = "refused_route"
+            return self.error(404, "not_found", f"{method} /{self.rest[:200]} is not served by this gateway")
+        if self.generation and not s.token_log.writable:
+            self.outcome = "refused_log"
+            return self.error(503, "token_log_unavailable",
+                              "the gateway cannot write its token log; no generation until it can")
+        try:
+            self.body = await read_body(self.request, s.config.max_body_bytes)
+            continues_state = self.inspect(self.body)
+        except BodyError as exc:
+            self.outcome = "invalid_request"
+            return self.error(exc.status, exc.code, str(exc))
+        if self.generation:
+            self.reserved = await s.budget.reserve(self.task)
+            if not self.reserved:
+                self.outcome = "refused_budget"
+                message = f"max_model_calls: task {self.task} used all {s.budget.limit} model calls"
+                return self.error(402, "max_model_calls", message)
+        response = await self.forward(continues_state)
+        if not self.generation:
+            self.outcome = "free"
         return response
+
+    def inspect(self, body: RequestBody) -> bool:
+        """Take what the gateway needs from the JSON body (the parsed tree is dropped on return); whether
+        the request continues server-side state. BodyError for a body the gateway refuses."""
+        p = self.s.provider
+        parsed = body.parse(self.s.config.max_body_bytes)
+        flags = [f for f in p.refused_body_flags if as_dict(parsed).get(f)]
+        if flags:
+            raise BodyError(403, "unsupported_request", f"{flags[0]}: the gateway serves only foreground "
+                            "calls it can count (set it false)")
+        self.model = p.model_of(self.rest, parsed)
+        return p.continues_state(parsed)
 
     def error(self, status: int, code: str, message: str, headers: dict | None = None) -> web.Response:
         self.status = status
@@ -123,19 +145,14 @@ class Exchange:
     async def forward(self, continues_state: bool) -> web.StreamResponse:
         while True:
             self.placement = self.s.pool.place(self.task, continues_state)
-            self.attempts += 1
             upstream = None
             try:
                 upstream = await self.send()
                 result = await self.receive(upstream)
             except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
                 timeout = isinstance(exc, asyncio.TimeoutError)
-                log.warning(
-                    "task %s: upstream %s %s",
-                    self.task,
-                    self.placement.upstream.label,
-                    "timed out" if timeout else f"failed ({type(exc).__name__})",
-                )
+                log.warning("task %s: upstream %s %s", self.task, self.placement.upstream.label,
+                            "timed out" if timeout else f"failed ({type(exc).__name__})")
                 return self.error(504 if timeout else 502, "upstream_unavailable", "upstream did not answer")
             except CredentialError as exc:
                 log.warning("task %s: %s", self.task, exc)
@@ -151,22 +168,38 @@ class Exchange:
                 return self.give_up()
 
     async def send(self) -> aiohttp.ClientResponse:
+        """Send to the placed upstream; a refused connection is re-tried a few times (nothing was sent)."""
         p, req = self.s.provider, self.request
-        assert self.placement is not None and self.s.session is not None
-        headers = {k: v for k, v in req.headers.items() if k.lower() not in DROP_REQUEST_HEADERS}
+        assert self.placement is not None and self.s.session is not None and self.body is not None
+        headers = {k: v for k, v in req.headers.items()
+                   if k.lower() not in DROP_REQUEST_HEADERS and not k.lower().startswith(DROP_REQUEST_PREFIXES)}
         headers["Accept-Encoding"] = "identity"
         headers.update(await p.credential.headers())
         if self.placement.pinned_resource:
             headers["X-HCU-Resource"] = self.placement.pinned_resource
-        query = req.rel_url.raw_query_string
-        if query:
-            query = "&".join(
-                x for x in query.split("&") if x.split("=", 1)[0].lower() not in CLIENT_CREDENTIAL_QUERY
-            )
+        data: bytes | bytearray = self.body.raw
+        model = p.upstream_model(self.placement.upstream)
+        if model is not None and data and model != self.model:  # Azure v1: the deployment's name as model
+            obj = loads_or_none(self.body.json_bytes())
+            if isinstance(obj, dict):
+                obj["model"] = model
+                data = orjson.dumps(obj)
+                headers = {k: v for k, v in headers.items() if k.lower() != "content-encoding"}
+        query = filter_query(req.rel_url.raw_query_string, p.query_params)
         url = URL(p.upstream_url(self.placement.upstream, self.rest, query), encoded=True)
-        return await self.s.session.request(
-            req.method, url, headers=headers, data=self.body or None, allow_redirects=False
-        )
+        for delay in (*CONNECT_RETRY_DELAYS_SEC, None):
+            self.attempts += 1
+            try:
+                return await self.s.session.request(
+                    req.method, url, headers=headers, data=data or None, allow_redirects=False
+                )
+            except aiohttp.ClientConnectorError as exc:
+                if delay is None or isinstance(exc, aiohttp.ClientSSLError):
+                    raise
+                log.warning("task %s: cannot connect to %s (%s), retrying in %.2f s", self.task,
+                            self.placement.upstream.label, type(exc).__name__, delay)
+                await asyncio.sleep(delay)
+        raise AssertionError("unreachable")
 
     async def receive(self, up: aiohttp.ClientResponse) -> web.StreamResponse | None:
         """Classify the upstream's answer and pass it on; None means rate-limited, nothing sent yet."""
@@ -174,7 +207,8 @@ class Exchange:
         self.s.pool.saw_remaining(self.placement.upstream, up.headers.get("x-ratelimit-remaining-tokens"))
         self.request_id = up.headers.get("x-request-id") or up.headers.get("request-id") or self.request_id
         if up.content_type == "text/event-stream" and up.status < 300:
-            return await self.relay_stream(up)
+            self.relay = StreamRelay(self, up)
+            return await self.relay.run()
         data = await up.read()
         if up.status >= 300:
             verdict = self.s.provider.error_verdict(up.status, data)
@@ -188,74 +222,19 @@ class Exchange:
             return None
         self.outcome = "success" if verdict.signal is Signal.SUCCESS else "failed"
         self.status = up.status
-        return web.Response(status=up.status, body=data, headers=self.response_headers(up))
+        return web.Response(status=up.status, body=self.scrub(data), headers=self.response_headers(up.headers))
 
-    def response_headers(self, up: aiohttp.ClientResponse) -> dict[str, str]:
-        return {k: v for k, v in up.headers.items() if k.lower() not in DROP_RESPONSE_HEADERS}
+    def scrub(self, data: bytes | bytearray) -> bytes | bytearray:
+        """Whatever the upstream echoes of the real credential never reaches the client."""
+        return scrub(data, self.s.provider.credential.secret_values())
 
-    async def relay_stream(self, up: aiohttp.ClientResponse) -> web.StreamResponse | None:
-        watch, parser = self.s.provider.watch(self.rest), SseParser()
-        held: list[bytes] = []
-        try:
-            async for chunk in up.content.iter_any():
-                events = parser.feed(chunk)
-                if self.response is not None:
-                    for name, data in events:
-                        watch.event(name, data)
-                    await self.write(chunk)
-                    continue
-                decided = False
-                for name, data in events:
-                    signal = watch.event(name, data)
-                    if decided:
-                        continue
-                    if signal is Signal.RATE_LIMIT:  # nothing forwarded yet: retryable
-                        self.hint = hint_from_headers(up.headers)
-                        self.hint = self.hint if self.hint is not None else watch.retry_after_sec
-                        self.last_error = None
-                        return None
-                    decided = signal in (Signal.CONTENT, Signal.SUCCESS, Signal.ERROR)
-                held.append(chunk)
-                if decided:
-                    await self.start_stream(up, b"".join(held))
-        except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError, asyncio.TimeoutError) as exc:
-            log.warning("task %s: upstream stream broke (%s)", self.task, type(exc).__name__)
-        self.usage, self.response_id = watch.usage, watch.response_id
-        if self.response is None:
-            await self.start_stream(up, b"".join(held))
-        if watch.finish():
-            self.outcome = "success"
-        else:
-            self.outcome = "failed"
-            if not watch.errored:
-                await self.write(
-                    self.s.provider.error_event(
-                        self.rest, "upstream_disconnected", "upstream stream ended before completing"
-                    )
-                )
-        try:
-            await self.response.write_eof()
-        except ConnectionResetError as exc:
-            raise ClientGone from exc
-        return self.response
-
-    async def start_stream(self, up: aiohttp.ClientResponse, first: bytes) -> None:
-        self.status = up.status
-        self.response = web.StreamResponse(status=up.status, headers=self.response_headers(up))
-        try:
-            await self.response.prepare(self.request)
-        except ConnectionResetError as exc:
-            raise ClientGone from exc
-        await self.write(first)
-
-    async def write(self, data: bytes) -> None:
-        assert self.response is not None
-        if self.ttfb is None:
-            self.ttfb = time.monotonic() - self.started
-        try:
-            await self.response.write(data)
-        except ConnectionResetError as exc:
-            raise ClientGone from exc
+    def response_headers(self, headers: object, drop: frozenset[str] = DROP_RESPONSE_HEADERS) -> dict[str, str]:
+        kept = {k: v for k, v in headers.items() if k.lower() not in drop}  # type: ignore[attr-defined]
+        values = "\n".join(kept.values())
+        for secret in self.s.provider.credential.secret_values():
+            if secret.decode() in values:  # rare: only then look at each header
+                kept = {k: REDACTED.decode() if secret.decode() in v else v for k, v in kept.items()}
+        return kept
 
     async def wait_rate_limit(self, continues_state: bool) -> bool:
         """After a rate limit: move or wait, True to resend; False when the wait would exceed the cap."""
@@ -265,12 +244,8 @@ class Exchange:
         upstream = self.placement.upstream
         self.s.pool.cool_down(upstream, max(delay, MIN_COOLDOWN_SEC))
         if not continues_state and self.s.pool.move(self.task, self.placement):
-            log.info(
-                "task %s: %s rate-limited, moved to %s",
-                self.task,
-                upstream.label,
-                self.placement.upstream.label,
-            )
+            log.info("task %s: %s rate-limited, moved to %s", self.task, upstream.label,
+                     self.placement.upstream.label)
             return True
         if self.waited + delay > self.s.config.rate_limit_max_wait:
             self.retry_after = delay
@@ -295,13 +270,9 @@ class Exchange:
         if self.last_error is not None:
             status, data, headers = self.last_error
             self.status = status
-            kept = {
-                k: v
-                for k, v in headers.items()
-                if k.lower() not in DROP_RESPONSE_HEADERS | {"retry-after", "retry-after-ms"}
-            }
+            kept = self.response_headers(headers, DROP_RESPONSE_HEADERS | {"retry-after", "retry-after-ms"})
             kept["Retry-After"] = retry_after
-            return web.Response(status=status, body=data, headers=kept)
+            return web.Response(status=status, body=self.scrub(data), headers=kept)
         return self.error(
             429, "rate_limit_exceeded", "upstream rate limit persisted", {"Retry-After": retry_after}
         )
@@ -333,5 +304,6 @@ class Exchange:
                 "attempts": self.attempts,
                 "upstream_request_id": self.request_id,
                 "response_id": self.response_id,
-            }
+            },
+            charged=self.reserved,
         )

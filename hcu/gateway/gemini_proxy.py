@@ -16,11 +16,20 @@ from hcu.gateway import cli
 from hcu.gateway.backoff import parse_duration
 from hcu.gateway.credentials import StaticCredential
 from hcu.gateway.provider import Provider, Signal, StreamWatch, Verdict, as_dict, as_int, loads_or_none
+from hcu.gateway.routes import route
 from hcu.gateway.tokenlog import TokenUsage
 
 DEFAULT_BASE = "https://generativelanguage.googleapis.com"
 RETRY_INFO = "type.googleapis.com/google.rpc.RetryInfo"
 _MODEL = re.compile(r"models/([^/:]+):")
+ROUTES = (
+    route("POST", "(v1|v1beta)/models/{name}:(generateContent|streamGenerateContent)"),
+    route("POST", "(v1|v1beta)/models/{name}:countTokens", "free"),
+    route("GET", "(v1|v1beta)/models", "free"),
+    route("GET", "(v1|v1beta)/models/{name}", "free"),
+)
+"""The google-genai SDK posts under /v1, Gemini CLI under /v1beta; batch, file and tuning calls are not
+served."""
 
 
 def usage_of(raw: object) -> TokenUsage | None:
@@ -67,9 +76,8 @@ class GeminiWatch(StreamWatch):
 
 class GeminiProvider(Provider):
     name = "gemini"
-
-    def is_free(self, rest: str) -> bool:
-        return rest.endswith(":countTokens")
+    routes = ROUTES
+    query_params = frozenset({"alt"})
 
     def model_of(self, rest: str, body: object) -> str | None:
         match = _MODEL.search(rest)

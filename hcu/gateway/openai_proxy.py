@@ -1,12 +1,20 @@
 """OpenAI / Azure OpenAI gateway: Responses and Chat Completions.
 
-python -m hcu.gateway.openai_proxy --host H --ports P[,P2...] --upstreams U[,U@deployment,...]
-    [--upstream-kind azure|openai] [--upstream-scheme https|http] [--upstream-token T]
-    [--pin-resources R1,R2] --out LOG --max-requests-per-task N [--rate-limit-max-wait 300]
+    [OSW_OPENAI_UPSTREAM_TOKEN=<secret>] python -m hcu.gateway.openai_proxy --host H --ports P[,P2...]
+        --upstreams U[,U@deployment,...] [--upstream-kind azure|openai] [--upstream-scheme https|http]
+        [--pin-resources R1,R2] --out LOG --max-requests-per-task N [--rate-limit-max-wait 300] ...
+
+The upstream token comes from OSW_OPENAI_UPSTREAM_TOKEN (`--upstream-token` still works, but every local user
+can read a command line). Azure without a token uses Entra ID (`az login`, managed identity).
+
+Azure is called as its v1 API documents it: `https://<host>/openai/v1/<responses|chat/completions>`; with
+`host@deployment`, the deployment's name goes into the body's `model` (the token log keeps both: `model` is
+what the client asked for, `deployment` what served it).
 """
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from collections.abc import Sequence
@@ -17,10 +25,19 @@ from hcu.gateway import cli
 from hcu.gateway.credentials import AzureTokenCredential, Credential, StaticCredential
 from hcu.gateway.pool import Upstream, UpstreamSpecError, parse_upstreams
 from hcu.gateway.provider import Provider, Signal, StreamWatch, Verdict, as_dict, as_int, loads_or_none
+from hcu.gateway.routes import route
 from hcu.gateway.tokenlog import TokenUsage
 
-AZURE_DEPLOYMENT_API_VERSION = "2025-04-01-preview"
-"""api-version added on the per-deployment Azure path when the client sent none (that path requires one)."""
+TOKEN_ENV = "OSW_OPENAI_UPSTREAM_TOKEN"
+ROUTES = (
+    route("POST", "v1/responses"),
+    route("POST", "v1/chat/completions"),
+    route("POST", "v1/responses/input_tokens", "free"),
+    route("GET", "v1/models", "free"),
+    route("GET", "v1/models/{name}", "free"),
+)
+"""What Codex (Responses) and Grok Build (Chat Completions) call; `GET /v1/responses/{id}` is not needed
+(Codex streams with `store: false`), so stored responses cannot be fetched for free."""
 RATE_LIMIT_CODES = frozenset(
     {
         "rate_limit_exceeded",
@@ -131,6 +148,9 @@ class OpenAIWatch(StreamWatch):
 
 class OpenAIProvider(Provider):
     name = "openai"
+    routes = ROUTES
+    query_params = frozenset({"api-version"})
+    refused_body_flags = ("background",)
 
     def __init__(self, credential: Credential, scheme: str = "https", kind: str = "azure") -> None:
         super().__init__(credential, scheme)
@@ -138,17 +158,11 @@ class OpenAIProvider(Provider):
 
     def upstream_url(self, upstream: Upstream, rest: str, query: str) -> str:
         if self.kind == "azure":
-            tail = rest[3:] if rest.startswith("v1/") else rest
-            if upstream.deployment:
-                rest = f"openai/deployments/{upstream.deployment}/{tail}"
-                if "api-version=" not in query:
-                    query = f"{query}&api-version={AZURE_DEPLOYMENT_API_VERSION}".lstrip("&")
-            else:
-                rest = f"openai/v1/{tail}"
+            rest = f"openai/{rest}"  # every route starts with v1/
         return super().upstream_url(upstream, rest, query)
 
-    def is_free(self, rest: str) -> bool:
-        return rest.endswith("/input_tokens")
+    def upstream_model(self, upstream: Upstream) -> str | None:
+        return upstream.deployment if self.kind == "azure" else None
 
     def continues_state(self, body: object) -> bool:
         return bool(as_dict(body).get("previous_response_id"))
@@ -188,7 +202,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--upstreams", required=True)
     parser.add_argument("--upstream-kind", choices=("azure", "openai"), default="azure")
     parser.add_argument("--upstream-scheme", choices=("https", "http"), default="https")
-    parser.add_argument("--upstream-token")
+    parser.add_argument("--upstream-token", help=f"visible to every local user through ps: prefer {TOKEN_ENV}")
     parser.add_argument("--pin-resources", default="")
     args = parser.parse_args(argv)
     try:
@@ -198,17 +212,19 @@ def main(argv: Sequence[str] | None = None) -> None:
     pins = args.pin_resources.split(",") if args.pin_resources else []
     if any(not p or " " in p for p in pins):
         cli.fail("--pin-resources: expected a comma-separated list of resource names")
-    if args.upstream_kind == "openai" and not args.upstream_token:
-        cli.fail("--upstream-token: required with --upstream-kind openai")
+    token = args.upstream_token or os.environ.get(TOKEN_ENV, "").strip()
+    if args.upstream_kind == "openai" and not token:
+        cli.fail(f"{TOKEN_ENV}: environment variable is missing or empty (required with --upstream-kind openai)")
     credential: Credential
-    if args.upstream_token:
+    if token:
         header = "api-key" if args.upstream_kind == "azure" else "Authorization"
-        value = args.upstream_token if header == "api-key" else f"Bearer {args.upstream_token}"
-        credential = StaticCredential(header, value)
+        credential = StaticCredential(header, token if header == "api-key" else f"Bearer {token}")
     else:
         credential = AzureTokenCredential()
+    warnings = [f"--upstream-token: the token on the command line is visible to every local user (ps); "
+                f"set {TOKEN_ENV} instead"] if args.upstream_token else []
     provider = OpenAIProvider(credential, args.upstream_scheme, args.upstream_kind)
-    cli.run(args, provider, upstreams, pins)
+    cli.run(args, provider, upstreams, pins, warnings)
 
 
 if __name__ == "__main__":

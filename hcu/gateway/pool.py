@@ -57,7 +57,7 @@ def parse_upstreams(spec: str) -> list[Upstream]:
     return upstreams
 
 
-@dataclass
+@dataclass(slots=True)
 class Placement:
     """Where a task's requests go."""
 

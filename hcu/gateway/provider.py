@@ -1,8 +1,9 @@
 """The provider seam: everything the core needs to know that differs between OpenAI, Anthropic and Gemini.
 
-A provider maps a client path to an upstream URL, supplies the real credential, says which calls are free,
-and classifies what comes back (a JSON body, an error body, each stream event) as a `Signal`. It never
-decides what to do about it: waiting, retrying, counting and logging live in the core.
+A provider lists the routes its CLIs need (which are generations, which are free) and the query parameters
+of its API, maps a client path to an upstream URL, supplies the real credential, and classifies what comes
+back (a JSON body, an error body, each stream event) as a `Signal`. It never decides what to do about it:
+refusing, waiting, retrying, counting and logging live in the core.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import orjson
 
 from hcu.gateway.credentials import Credential
 from hcu.gateway.pool import Upstream
+from hcu.gateway.routes import Route
 from hcu.gateway.tokenlog import TokenUsage
 
 
@@ -76,6 +78,12 @@ class Provider:
     """Base provider; subclasses override what differs."""
 
     name = ""
+    routes: tuple[Route, ...] = ()
+    """The allow-list: (method, path pattern, kind) of every call the gateway forwards."""
+    query_params: frozenset[str] = frozenset()
+    """Query parameters of the API that pass through; any other (`key=`, `access_token=`...) is dropped."""
+    refused_body_flags: tuple[str, ...] = ()
+    """Top-level body fields that, when true, ask for execution the budget cannot follow (`background`)."""
     rate_limit_statuses: frozenset[int] = frozenset({429})
 
     def __init__(self, credential: Credential, scheme: str = "https", base_path: str = "") -> None:
@@ -89,9 +97,10 @@ class Provider:
         url = f"{self.scheme}://{upstream.resource}{self.base_path}/{rest}"
         return f"{url}?{query}" if query else url
 
-    def is_free(self, rest: str) -> bool:
-        """Token-count calls: forwarded, never counted against the budget."""
-        return False
+    def upstream_model(self, upstream: Upstream) -> str | None:
+        """The `model` the body must carry for `upstream` (an Azure v1 deployment's name); None to send the
+        client's body as it came."""
+        return None
 
     def model_of(self, rest: str, body: object) -> str | None:
         model = as_dict(body).get("model")

@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+import logging
+import time
 from pathlib import Path
 
 import aiohttp
+from aiohttp import web
 from pydantic import BaseModel, ConfigDict
 
 from hcu.gateway.budget import Budget
 from hcu.gateway.pool import Pool
 from hcu.gateway.provider import Provider
-from hcu.gateway.tokenlog import TokenLog, read_token_log
+from hcu.gateway.request_body import MAX_BODY_BYTES
+from hcu.gateway.restore import restore
+from hcu.gateway.scope_secret import ScopeGuard, load_or_create_key
+from hcu.gateway.tokenlog import TokenLog
+
+log = logging.getLogger("hcu.gateway")
 
 
 class GatewayConfig(BaseModel):
@@ -25,6 +33,14 @@ class GatewayConfig(BaseModel):
     connect_timeout_sec: float = 10.0
     idle_timeout_sec: float = 300.0
     """Longest silence from the upstream, waiting for headers or between stream chunks."""
+    header_timeout_sec: float = 15.0
+    """Longest a client connection may sit idle or take to send a complete request header."""
+    max_connections_per_peer: int = 64
+    """Open client connections allowed per peer address; more are closed at once."""
+    max_body_bytes: int = MAX_BODY_BYTES
+    scope_key_file: Path | None = None
+    """With a key file, a task scope is served only to requests carrying its secret (hcu.gateway.scope_secret);
+    without one, any placeholder credential is accepted."""
 
 
 class GatewayState:
@@ -35,10 +51,17 @@ class GatewayState:
         self.provider = provider
         self.pool = pool
         self.budget = Budget(config.max_requests_per_task)
-        rows = read_token_log(config.out)
-        self.budget.restore(rows)
-        for row in rows:  # a task keeps its resource across a gateway restart
-            if row.upstream is not None:
-                pool.restore(row.task, row.upstream, row.deployment)
+        self.scope_guard = ScopeGuard(load_or_create_key(config.scope_key_file)) if config.scope_key_file else None
+        began = time.monotonic()
+        restored = restore(config.out)
+        self.budget.restore(restored.tasks)
+        for task, (resource, deployment) in restored.placements.items():  # a task keeps its resource
+            pool.restore(task, resource, deployment)
+        if restored.rows:
+            log.info("restored %d tasks from %d token log rows in %.2f s", len(restored.tasks), restored.rows,
+                     time.monotonic() - began)
         self.token_log = TokenLog(config.out)
         self.session: aiohttp.ClientSession | None = None
+
+
+STATE = web.AppKey("state", GatewayState)

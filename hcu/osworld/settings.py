@@ -53,6 +53,9 @@ class GuestSettings(Settings):
     """Guest memory with its unit (4G, 8192M)."""
     client_password: str | None = None
     """The guest user's sudo password; default: the benchmark version's."""
+    guest_docker_image: str = Field(default=GUEST.qemu_docker_image, min_length=1)
+    """The container image that boots guest_image with QEMU: the official one, or a local stand-in with its
+    contract (`make qemu-guest`); pulled when absent, then pinned by digest (or image id)."""
 
     @model_validator(mode="after")
     def _one_guest(self) -> GuestSettings:
@@ -129,6 +132,9 @@ class GatewaySettings(Settings):
     """Gateway base URL; default http://<docker bridge address>:<the agent's port>."""
     token_log: Path | None = None
     """The gateway's token log, read for the attempt's usage."""
+    scope_key_file: Path | None = None
+    """The key file the gateway was started with (its --scope-key-file): the agent's credential becomes the
+    attempt's scope secret, so no other guest can use, read or end this attempt's scope. Created when missing."""
 
 
 class AttemptSettings(GatewaySettings, LimitSettings, AgentSettings, OSWorldSettings, AssetSettings, GuestSettings,
@@ -166,7 +172,7 @@ class AttemptSettings(GatewaySettings, LimitSettings, AgentSettings, OSWorldSett
             "artifact_dir": absolute(base, self.artifact_dir or REPO_ROOT / "artifacts"),
             "asset_cache": absolute(base, self.asset_cache or REPO_ROOT / "assets"),
         }
-        for key in ("guest_image", "tasks_dir", "agent_binary", "mcp_binary", "token_log"):
+        for key in ("guest_image", "tasks_dir", "agent_binary", "mcp_binary", "token_log", "scope_key_file"):
             value = getattr(self, key)
             updates[key] = None if value is None else absolute(base, value)
         # not resolved: a venv's python is a symlink to the base interpreter, which lacks the venv's packages

@@ -28,7 +28,7 @@ class ScriptedRequest:
     stream: bool
     model: str | None = None
     deployment: str | None = None
-    """Azure deployment from `/openai/deployments/<d>/...`."""
+    """Azure deployment: from `/openai/deployments/<d>/...`, or the body's model under `/openai/v1/`."""
     count_tokens: bool = False
     task: str | None = None
     """The client's `x-task-id` header, if any (lets a test script replies per task)."""
@@ -53,6 +53,8 @@ class TextReply:
     """Number of text deltas a stream splits the text into."""
     event_delay_sec: float = 0.0
     """Pause before each streamed event (slow streams)."""
+    hold_open_sec: float = 0.0
+    """Keep a stream open this long after its last event before ending it (an upstream's slow tail)."""
 
 
 @dataclass

@@ -95,11 +95,11 @@ STATE = web.AppKey("scripted_upstream", ScriptedUpstream)
 def parse_request(request: web.Request, body: object) -> ScriptedRequest | None:
     """Which API a request speaks; None for an unknown path."""
     path, deployment = request.path, None
-    if path.startswith("/openai/v1/"):
-        path = path[len("/openai") :]
+    obj = body if isinstance(body, dict) else {}
+    if path.startswith("/openai/v1/"):  # Azure's v1 API: the body's model names the deployment
+        path, deployment = path[len("/openai") :], obj.get("model")
     elif match := _AZURE_DEPLOYMENT.match(path):
         deployment, path = match[1], "/v1" + match[2]
-    obj = body if isinstance(body, dict) else {}
     model, count, stream = obj.get("model"), False, bool(obj.get("stream"))
     if path == "/v1/responses":
         api, provider = "openai_responses", "openai"
@@ -210,6 +210,8 @@ async def render(
     if limit < len(events):
         request.transport.close()  # a mid-stream cut: the client sees the body end without its terminator
         return response
+    if isinstance(reply, TextReply) and reply.hold_open_sec:
+        await asyncio.sleep(reply.hold_open_sec)
     await response.write_eof()
     return response
 

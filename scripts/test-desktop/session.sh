@@ -15,6 +15,9 @@ trap stop TERM INT
 since_start() { local ms=$(( ($(date +%s%N) - ${HCU_T0_NS:-0}) / 1000000 )); printf '%d.%02d' $((ms / 1000)) $((ms % 1000 / 10)); }
 step() { echo "$(date +%T.%N) $*" >>/tmp/hcu-session.log; }  # per-step timing, for diagnosing slow starts
 
+# Step timeouts are upper bounds: a container starts each step in well under a second, the same session in an
+# emulated VM (scripts/qemu-guest, TCG) takes tens of seconds per step.
+step_timeout=120
 poll() { # poll TIMEOUT_S COMMAND...: run COMMAND every 50 ms until it succeeds
   local deadline=$((SECONDS + $1)); shift
   until "$@" >/dev/null 2>&1; do
@@ -25,14 +28,14 @@ poll() { # poll TIMEOUT_S COMMAND...: run COMMAND every 50 ms until it succeeds
 
 step "session start"
 Xvfb :0 -screen 0 1920x1080x24 -nolisten tcp -ac >/tmp/xvfb.log 2>&1 &
-poll 20 xdpyinfo
+poll $step_timeout xdpyinfo
 step "X up"
 
 dbus-daemon --session --address="$DBUS_SESSION_BUS_ADDRESS" --fork --nopidfile
 # The API server needs X and the session bus only (the AT-SPI bus is found through the latter).
 python3 /opt/hcu/guest_server.py >/tmp/guest_server.log 2>&1 &
 /usr/libexec/at-spi-bus-launcher --launch-immediately --a11y=1 >/dev/null 2>&1 &
-poll 20 dbus-send --session --print-reply --dest=org.a11y.Bus /org/a11y/bus org.a11y.Bus.GetAddress
+poll $step_timeout dbus-send --session --print-reply --dest=org.a11y.Bus /org/a11y/bus org.a11y.Bus.GetAddress
 dbus-send --session --print-reply --dest=org.a11y.Bus /org/a11y/bus \
   org.freedesktop.DBus.Properties.Set string:org.a11y.Status string:IsEnabled variant:boolean:true >/dev/null
 step "session and accessibility buses up"
@@ -40,12 +43,12 @@ step "session and accessibility buses up"
 marker=$XDG_RUNTIME_DIR/openbox-started
 rm -f "$marker"
 openbox --startup "touch $marker" >/tmp/openbox.log 2>&1 &
-poll 20 test -e "$marker"
+poll $step_timeout test -e "$marker"
 step "openbox up"
 
 python3 /opt/hcu/testapp.py >/tmp/testapp.log 2>&1 &
-if python3 /opt/hcu/wait_for_frame.py "HCU Test App" 30 && step "test app in the accessibility tree" \
-  && poll 10 xdotool search --onlyvisible --name "HCU Test App"; then
+if python3 /opt/hcu/wait_for_frame.py "HCU Test App" $step_timeout && step "test app in the accessibility tree" \
+  && poll $step_timeout xdotool search --onlyvisible --name "HCU Test App"; then
   echo "DESKTOP_READY $(since_start)"
 else
   echo "DESKTOP_FAILED: the test app did not appear in the accessibility tree and on screen" >&2

@@ -13,6 +13,7 @@ import pytest
 
 from hcu import REPO_ROOT
 from hcu.demo.stand_in import STAND_IN_TOKEN, scripted_stack
+from hcu.gateway.scope_secret import load_or_create_key, scope_secret
 from hcu.osworld.agents import get_adapter
 from hcu.osworld.agents.base import RESUME_PROMPT, AgentContext
 from hcu.osworld.defaults import AGENTS
@@ -59,9 +60,9 @@ def test_real_cli_solves_through_computer_use(agent, tmp_path):
     marker = f"hcu-{agent}-{uuid.uuid4().hex[:8]}"
     policies, steps = policy_file(tmp_path, marker)
     scope = f"live-{agent}.a1"
-    token_log = tmp_path / "gateway-tokens.jsonl"
+    token_log, key_file = tmp_path / "gateway-tokens.jsonl", tmp_path / "gateway-scope.key"
     with scripted_stack(agent, policies, token_log=token_log, max_model_calls=20, log_dir=tmp_path,
-                        rate_limit_max_wait=5) as stack, \
+                        rate_limit_max_wait=5, scope_key_file=key_file) as stack, \
             desktop_container("test-agents", f"live-{agent}") as guest:
         ctx = AgentContext(
             scope=scope, gateway_url=stack.gateway_url, model=defaults.model, effort=defaults.effort,
@@ -69,7 +70,7 @@ def test_real_cli_solves_through_computer_use(agent, tmp_path):
             base_instructions=(REPO_ROOT / "instructions" / "base.md").read_text(),
             profile_instructions=(REPO_ROOT / "instructions" / "hybrid.md").read_text(),
             prompt=f"{TASK}\nEnd with TASK_COMPLETE, TASK_INFEASIBLE or ASK_USER.",
-            session_id=str(uuid.uuid4()))
+            session_id=str(uuid.uuid4()), gateway_token=scope_secret(load_or_create_key(key_file), scope))
         plan = adapter.plan(ctx, ARTIFACTS)
         assert prepare(guest, plan, ctx, computer_use)
         first, context = run_turn(guest, plan.run_argv, plan, adapter, tmp_path / "turn-1.jsonl")
@@ -88,5 +89,6 @@ def test_real_cli_solves_through_computer_use(agent, tmp_path):
         _, found, _ = guest.run(["sh", "-c", leak_check])
         assert found.strip() == "0", f"the upstream credential reached the guest: {found}"
     rows = [json.loads(line) for line in token_log.read_text().splitlines()]
+    # the gateway serves the scope only to its secret, which the CLI sent where it sends its API key
     counted = [r for r in rows if r["task"] == scope and r["counted"]]
     assert len(counted) == steps + 1 + EXTRA_CALLS[agent], rows

@@ -206,3 +206,12 @@ def test_agent_binary_is_the_file_that_is_uploaded(name, ctx, artifact_dir, tmp_
     plan = get_adapter(name).plan(ctx, artifact_dir, renamed)
     uploaded = [f.host_path for f in plan.files if f.host_path is not None]
     assert renamed in uploaded and artifact_dir / cli not in uploaded
+
+
+@pytest.mark.parametrize("name", FAST_AGENTS)
+def test_a_scope_secret_replaces_the_placeholder(name, artifact_dir):
+    secret = "hcu1-" + "ab" * 32
+    ctx = make_context(gateway_token=secret)
+    plan = get_adapter(name).plan(ctx, artifact_dir)
+    assert secret in plan.env.values() and PLACEHOLDER_TOKEN not in plan.env.values()
+    assert secret not in repr(ctx)

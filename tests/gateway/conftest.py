@@ -47,9 +47,15 @@ class Gateway:
     def rows(self) -> list[TokenLogRow]:
         return read_token_log(self.log_path)
 
-    async def task_view(self, task: str) -> dict:
-        async with aiohttp.ClientSession() as s, s.get(f"{self.url}/healthz", params={"task": task}) as r:
+    async def task_view(self, task: str, secret: str | None = None) -> dict:
+        headers = {"Authorization": f"Bearer {secret}"} if secret else {}
+        async with aiohttp.ClientSession() as s, s.get(f"{self.url}/healthz", params={"task": task},
+                                                       headers=headers) as r:
             return (await r.json())["task"]
+
+    async def health(self) -> dict:
+        async with aiohttp.ClientSession() as s, s.get(f"{self.url}/healthz") as r:
+            return await r.json()
 
 
 async def _start(app: web.Application) -> tuple[web.AppRunner, int]:
@@ -90,6 +96,7 @@ async def make_gateway(tmp_path: Path, upstream: Upstream):
         max_wait: float = 30.0,
         idle_timeout: float = 30.0,
         log_name: str = "tokens.jsonl",
+        **config_fields: object,
     ) -> Gateway:
         if isinstance(provider, str):
             value = f"Bearer {SECRET}" if provider == "openai" else SECRET
@@ -100,6 +107,7 @@ async def make_gateway(tmp_path: Path, upstream: Upstream):
             out=tmp_path / log_name,
             idle_timeout_sec=idle_timeout,
             connect_timeout_sec=2,
+            **config_fields,
         )
         state = GatewayState(
             config, provider, Pool(parse_upstreams(upstreams or upstream.hostport), pins or [])

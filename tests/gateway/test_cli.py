@@ -11,8 +11,9 @@ import aiohttp
 import pytest
 
 from hcu import REPO_ROOT
+from hcu.gateway.scope_secret import key_id, load_or_create_key, scope_secret
 from hcu.gateway.tokenlog import read_token_log
-from hcu.scripted.replies import HttpFault, TextReply
+from hcu.scripted.replies import Hang, HttpFault, TextReply
 
 from .conftest import PLACEHOLDER, SECRET, free_port, start_gateway_process, wait_healthy
 
@@ -38,10 +39,13 @@ BAD_OPENAI = [
     (["--upstreams", "r1@"], "--upstreams"),
     (["--upstreams", "r1:99999"], "--upstreams"),
     (["--upstreams", "ok.host,bad host"], "--upstreams"),
-    (["--upstreams", "h", "--upstream-kind", "openai"], "--upstream-token"),
+    (["--upstreams", "h", "--upstream-kind", "openai"], "OSW_OPENAI_UPSTREAM_TOKEN"),
     (["--upstreams", "h", "--upstream-kind", "gcp"], "--upstream-kind"),
     (["--upstreams", "h", "--upstream-token", "t", "--pin-resources", "a,,b"], "--pin-resources"),
     (["--upstreams", "h", "--upstream-token", "t", "--rate-limit-max-wait", "-1"], "--rate-limit-max-wait"),
+    (["--upstreams", "h", "--upstream-token", "t", "--header-timeout", "0"], "--header-timeout"),
+    (["--upstreams", "h", "--upstream-token", "t", "--upstream-idle-timeout", "x"], "--upstream-idle-timeout"),
+    (["--upstreams", "h", "--upstream-token", "t", "--max-connections-per-peer", "0"], "--max-connections-per-peer"),
 ]
 
 
@@ -259,7 +263,7 @@ async def test_no_credential_in_any_file_healthz_error_body_or_log(tmp_path, ups
         "success",
         "refused_budget",
         "free",
-        "failed",
+        "invalid_request",
     ]
     assert all(r.headers["x-api-key"] == SECRET for r in upstream.state.requests)
     assert "rate-limited" in stderr.read_text()  # the wait was logged ...
@@ -297,3 +301,87 @@ async def test_several_ports_share_one_state(tmp_path, upstream):
         proc.terminate()
         proc.wait(timeout=10)
     assert statuses == [200, 200, 402]
+
+
+def openai_process_args(port: int, upstream_hostport: str, log: Path, *extra: str) -> list[str]:
+    return ["--host", "127.0.0.1", "--ports", str(port), "--upstreams", upstream_hostport, "--upstream-kind",
+            "openai", "--upstream-scheme", "http", "--out", str(log), "--max-requests-per-task", "5", *extra]
+
+
+async def test_the_openai_token_comes_from_the_environment_and_the_flag_warns(tmp_path, upstream):
+    port, stderr = free_port(), tmp_path / "stderr.log"
+    url = f"http://127.0.0.1:{port}"
+    proc = start_gateway_process("openai_proxy", openai_process_args(port, upstream.hostport, tmp_path / "t.jsonl"),
+                                 {"OSW_OPENAI_UPSTREAM_TOKEN": SECRET}, stderr)
+    try:
+        await asyncio.to_thread(wait_healthy, url, proc)
+        cmdline = Path(f"/proc/{proc.pid}/cmdline").read_bytes()
+        assert (await stream_request(url, "env")).status == 200
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    assert upstream.state.requests[-1].headers["authorization"] == f"Bearer {SECRET}"
+    assert SECRET.encode() not in cmdline, "the token is not on the command line"
+    assert "visible" not in stderr.read_text()
+    port = free_port()
+    proc = start_gateway_process(
+        "openai_proxy", openai_process_args(port, upstream.hostport, tmp_path / "t2.jsonl", "--upstream-token", SECRET),
+        {"OSW_OPENAI_UPSTREAM_TOKEN": ""}, stderr)
+    try:
+        await asyncio.to_thread(wait_healthy, f"http://127.0.0.1:{port}", proc)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    warning = [line for line in stderr.read_text().splitlines() if "--upstream-token" in line]
+    assert len(warning) == 1 and "visible to every local user" in warning[0]
+    assert "OSW_OPENAI_UPSTREAM_TOKEN" in warning[0]
+    assert SECRET not in stderr.read_text()
+
+
+async def test_upstream_idle_timeout_is_a_flag(tmp_path, upstream):
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    log = tmp_path / "t.jsonl"
+    upstream.replies.push(Hang())
+    proc = start_gateway_process("openai_proxy", openai_process_args(port, upstream.hostport, log,
+                                                                     "--upstream-idle-timeout", "0.5"),
+                                 {"OSW_OPENAI_UPSTREAM_TOKEN": SECRET})
+    try:
+        await asyncio.to_thread(wait_healthy, url, proc)
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as s, s.post(
+            f"{url}/t/h/v1/responses", json={"model": "m"}
+        ) as r:
+            assert r.status == 504
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    assert [(r.outcome, r.status) for r in read_token_log(log)] == [("failed", 504)]
+
+
+async def test_scope_key_file_flag(tmp_path, upstream):
+    key_file = tmp_path / "run" / "scope.key"
+    log, stderr = tmp_path / "t.jsonl", tmp_path / "stderr.log"
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    proc = start_gateway_process("openai_proxy", openai_process_args(port, upstream.hostport, log,
+                                                                     "--scope-key-file", str(key_file)),
+                                 {"OSW_OPENAI_UPSTREAM_TOKEN": SECRET}, stderr)
+    try:
+        health = await asyncio.to_thread(wait_healthy, url, proc)
+        key = load_or_create_key(key_file)  # the gateway created it
+        secret = scope_secret(key, "k.a1")
+        async with aiohttp.ClientSession() as s:
+            for credential, status in ((secret, 200), (PLACEHOLDER, 403)):
+                async with s.post(f"{url}/t/k.a1/v1/responses", json={"model": "m"},
+                                  headers={"Authorization": f"Bearer {credential}"}) as r:
+                    assert r.status == status
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    assert health["scope_secrets"] is True and health["scope_key_id"] == key_id(key)
+    for blob in (stderr.read_text(), log.read_text()):
+        assert secret not in blob and key.hex() not in blob
+    key_file.write_text("garbage\n")
+    result = run_cli("openai_proxy", openai_args(tmp_path / "t3.jsonl", "--upstreams", "h", "--scope-key-file",
+                                                 str(key_file)), {"OSW_OPENAI_UPSTREAM_TOKEN": "x"})
+    assert (result.returncode, result.stderr.count("\n")) == (2, 1) and "--scope-key-file" in result.stderr

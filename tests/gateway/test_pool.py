@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import gzip
 import time
 
 import aiohttp
 import openai
+import orjson
 import pytest
 from azure.core.credentials import AccessToken
 
@@ -52,11 +54,8 @@ async def test_azure_paths_and_token_refresh(upstream, make_gateway):
     assert {r.headers["authorization"] for r in seen[:6]} == {"Bearer entra-token-1"}
     assert seen[6].headers["authorization"] == "Bearer entra-token-2"
     assert all("api-key" not in r.headers for r in seen)
-    paths = {(r.path, r.deployment, r.query.get("api-version")) for r in seen}
-    assert paths == {
-        ("/openai/v1/responses", None, None),
-        ("/openai/deployments/gpt-dep/responses", "gpt-dep", "2025-04-01-preview"),
-    }
+    shapes = {(r.path, r.body["model"], r.query.get("api-version")) for r in seen}
+    assert shapes == {("/openai/v1/responses", "m", None), ("/openai/v1/responses", "gpt-dep", None)}
 
 
 async def test_credential_failure_is_a_502_without_crashing(upstream, make_gateway):
@@ -204,3 +203,32 @@ def test_restored_pinned_task_keeps_its_pin_and_unknown_resources_are_ignored():
     pool.restore("u", "gone.example", None)
     assert pool.place("t", False).pinned_resource == "resB"
     assert pool.place("u", False).pinned_resource == "resA"  # a new task: round robin from the start
+
+
+async def test_azure_deployments_are_called_as_azure_documents_its_v1_api(upstream, make_gateway):
+    """`host@deployment`: POST https://<host>/openai/v1/<api> with the deployment's name as the body's model;
+    the token log keeps what the client asked for (model) and what served it (deployment)."""
+    provider = OpenAIProvider(StaticCredential("api-key", "azure-key-1"), "http", "azure")
+    gw = await make_gateway(provider, upstreams=f"{upstream.hostport}@gpt-54-dep")
+    sdk = client(gw, "az")
+    await sdk.responses.create(model="gpt-5.4", input="x")
+    async with sdk.responses.stream(model="gpt-5.4", input="x") as stream:
+        await stream.get_final_response()
+    await sdk.chat.completions.create(model="gpt-5.4", messages=[{"role": "user", "content": "x"}])
+    packed = gzip.compress(orjson.dumps({"model": "gpt-5.4", "input": "compressed"}))
+    async with aiohttp.ClientSession() as s, s.post(
+        f"{gw.url}/t/az/v1/responses?api-version=preview", data=packed,
+        headers={"Content-Encoding": "gzip", "Content-Type": "application/json"},
+    ) as r:
+        assert r.status == 200
+    seen = upstream.state.requests
+    assert [(r.path, r.body["model"], r.query) for r in seen] == [
+        ("/openai/v1/responses", "gpt-54-dep", {}),
+        ("/openai/v1/responses", "gpt-54-dep", {}),
+        ("/openai/v1/chat/completions", "gpt-54-dep", {}),
+        ("/openai/v1/responses", "gpt-54-dep", {"api-version": "preview"}),
+    ]
+    assert seen[1].body["stream"] is True and seen[3].body["input"] == "compressed"
+    assert "content-encoding" not in seen[3].headers, "a rewritten body is sent as plain JSON"
+    assert all(r.headers["api-key"] == "azure-key-1" for r in seen)
+    assert {(r.model, r.deployment, r.outcome) for r in gw.rows()} == {("gpt-5.4", "gpt-54-dep", "success")}

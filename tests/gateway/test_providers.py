@@ -202,7 +202,11 @@ async def test_routing_healthz_and_malformed_body(upstream, make_gateway):
         "max_requests_per_task": 7,
         "rate_limit_max_wait": 30.0,
         "upstreams": [upstream.hostport],
-        "tasks": 1,
+        "tasks": 0,
+        "scope_secrets": False,
+        "scope_key_id": None,
+        "token_log": {"writable": True, "pending_rows": 0, "dropped_rows": 0, "error": None,
+                      "restored_from_open_file": 0},
     }
     assert unknown == {
         "task": "nobody",
@@ -217,4 +221,6 @@ async def test_routing_healthz_and_malformed_body(upstream, make_gateway):
         "last_activity_at": None,
     }
     assert upstream.state.requests == []
-    assert [(r.task, r.status, r.counted) for r in gw.rows()] == [("bad", 400, False)]
+    assert [(r.task, r.status, r.outcome, r.counted) for r in gw.rows()] == [
+        ("bad", 400, "invalid_request", False)
+    ]

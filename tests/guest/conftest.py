@@ -1,4 +1,5 @@
-"""Guest test fixtures: the test desktop image, unique attempt ids, running guests, fake qcow2 files."""
+"""Guest test fixtures: the test desktop image, the QEMU stand-in, unique attempt ids, running guests, fake qcow2
+files."""
 
 from __future__ import annotations
 
@@ -11,12 +12,17 @@ from pathlib import Path
 import docker.errors
 import pytest
 
+from hcu import REPO_ROOT
 from hcu.osworld.attempt.identity import AttemptId
 from hcu.osworld.guest.docker_engine import docker_client
 from hcu.osworld.guest.lifecycle import Guest, GuestSpec, remove_guest, start_guest
 from hcu.osworld.guest.removal import cleanup
 
 TEST_DESKTOP_IMAGE = "hcu-test-desktop:latest"
+QEMU_RUNNER_IMAGE = "hcu-qemu-guest:tcg"
+"""The QEMU stand-in asked to boot with TCG: this CI machine's /dev/kvm is PVM, which runs only PVM-enabled kernels
+natively (scripts/qemu-guest/README.md); `hcu-qemu-guest:latest` is the same image booting with KVM."""
+QEMU_GUEST_DISK = REPO_ROOT / "build" / "qemu-guest" / "test-desktop.qcow2"
 
 
 @pytest.fixture(scope="session")
@@ -27,6 +33,19 @@ def test_desktop_image() -> str:
         except docker.errors.ImageNotFound:
             pytest.fail(f"{TEST_DESKTOP_IMAGE} is missing: build it with `make test-desktop`", pytrace=False)
     return TEST_DESKTOP_IMAGE
+
+
+@pytest.fixture(scope="session")
+def qemu_guest_disk() -> Path:
+    """The stand-in's bootable qcow2, with its runner image present (both from `make qemu-guest`)."""
+    with contextlib.closing(docker_client()) as client:
+        try:
+            client.images.get(QEMU_RUNNER_IMAGE)
+        except docker.errors.ImageNotFound:
+            pytest.fail(f"{QEMU_RUNNER_IMAGE} is missing: build it with `make qemu-guest`", pytrace=False)
+    if not QEMU_GUEST_DISK.is_file():
+        pytest.fail(f"{QEMU_GUEST_DISK} is missing: build it with `make qemu-guest`", pytrace=False)
+    return QEMU_GUEST_DISK
 
 
 @pytest.fixture

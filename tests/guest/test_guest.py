@@ -6,6 +6,7 @@ import contextlib
 import http.server
 import io
 import json
+import re
 import subprocess
 import sys
 import threading
@@ -32,7 +33,7 @@ from hcu.osworld.guest.lifecycle import (
     start_guest,
 )
 from hcu.osworld.guest.overlay import check_image, image_info
-from hcu.osworld.guest.readiness import check_sudo, is_blank
+from hcu.osworld.guest.readiness import check_sudo, grow_filesystem, is_blank
 
 MakeQcow2 = Callable[[str, str], Path]
 
@@ -138,52 +139,6 @@ def test_two_guests_are_isolated_and_use_different_ports(
             other.api.file("/tmp/only-there")
     finally:
         remove_guest(other)
-
-
-@pytest.mark.docker
-def test_qemu_contract_with_the_test_desktop_standing_in(
-    test_desktop_image: str, new_attempt: Callable[..., AttemptId], make_qcow2: MakeQcow2, tmp_path: Path
-) -> None:
-    """kind=qemu: overlay over the image, /dev/kvm, NET_ADMIN, env, mounts; the test desktop ignores them."""
-    base = make_qcow2("base.qcow2", "2G")
-    spec = GuestSpec(
-        kind="qemu",
-        image=str(base),
-        docker_image=test_desktop_image,
-        volume_size_gb=2,
-        ram_size="2G",
-        cpu_cores=2,
-    )
-    attempt = new_attempt()
-    guest = start_guest(spec, attempt, work_dir=tmp_path / "work")
-    try:
-        assert guest.overlay is not None and guest.overlay.parent == tmp_path / "work"
-        backing = json.loads(
-            subprocess.run(
-                ["qemu-img", "info", "-U", "--output", "json", str(guest.overlay)],
-                capture_output=True,
-                check=True,
-                text=True,
-            ).stdout
-        )
-        assert backing["backing-filename"] == str(base) and backing["backing-filename-format"] == "qcow2"
-        attrs = container_attrs(guest)
-        host_config = attrs["HostConfig"]
-        assert [d["PathOnHost"] for d in host_config["Devices"]] == ["/dev/kvm"]
-        assert host_config["CapAdd"] == ["NET_ADMIN"]
-        env = dict(item.split("=", 1) for item in attrs["Config"]["Env"])
-        assert (env["RAM_SIZE"], env["CPU_CORES"], env["DISK_SIZE"]) == ("2G", "2", "2G")
-        mounts = {m["Destination"]: m for m in attrs["Mounts"]}
-        assert mounts["/System.qcow2"]["Source"] == str(guest.overlay) and mounts["/System.qcow2"]["RW"]
-        assert mounts[str(base)]["Source"] == str(base) and not mounts[str(base)]["RW"]
-        assert mounts["/storage"]["Type"] == "volume"
-        assert [step.name for step in guest.readiness] == [*READINESS, "filesystem grown (best effort)"]
-        assert not guest.readiness[-1].ok  # the test desktop has no partition to grow: recorded, not fatal
-    finally:
-        remove_guest(guest)
-    assert not guest.overlay.exists()
-    assert labelled("containers", attempt) == [] and labelled("volumes", attempt) == []
-    remove_guest(guest)  # idempotent
 
 
 @pytest.mark.docker
@@ -297,6 +252,21 @@ def test_sudo_check_fails_on_a_wrong_password_without_naming_it(desktop_guest: G
 
 
 @pytest.mark.docker
+def test_growth_leaves_a_large_enough_root_filesystem_alone(desktop_guest: Guest) -> None:
+    detail = grow_filesystem(desktop_guest.api, "password", 1)
+    assert re.fullmatch(r"root filesystem ([\d.]+) GiB -> \1 GiB \(volume_size 1 GiB\)", detail), detail
+
+
+@pytest.mark.docker
+def test_growth_that_cannot_reach_volume_size_fails_without_naming_the_password(desktop_guest: Guest) -> None:
+    """The test desktop's root is Docker's overlay filesystem, not a partition: nothing to grow."""
+    with pytest.raises(RuntimeError) as failed:
+        grow_filesystem(desktop_guest.api, "password-97531", 100_000)
+    assert str(failed.value).startswith("growpart/resize2fs failed")
+    assert "password-97531" not in str(failed.value)
+
+
+@pytest.mark.docker
 def test_a_dead_runners_lease_is_reclaimed() -> None:
     """A lease whose process died and whose container never appeared is taken back by the next allocation."""
     script = (
@@ -332,8 +302,12 @@ def test_qemu_container_config(make_qcow2: MakeQcow2, tmp_path: Path) -> None:
     attempt = AttemptId(run_id="r", task_id="t", attempt=2)
     spec = GuestSpec(kind="qemu", image=str(base), volume_size_gb=1, ram_size="8G", cpu_cores=2)
     ports = GuestPorts(api=20000, cdp=20001, vnc=20002, vlc=20003)
-    config = container_config(spec, attempt, ports=ports, host="172.17.0.1", overlay=tmp_path / "o.qcow2")
-    assert config["image"] == "happysixd/osworld-docker" and config["name"] == "hcu-r-t-2"
+    pinned = "happysixd/osworld-docker@sha256:" + "0" * 64
+    config = container_config(
+        spec, attempt, image=pinned, ports=ports, host="172.17.0.1", overlay=tmp_path / "o.qcow2"
+    )
+    assert spec.container_image == "happysixd/osworld-docker"
+    assert config["image"] == pinned and config["name"] == "hcu-r-t-2"
     assert config["labels"] == attempt.labels()
     assert config["devices"] == ["/dev/kvm:/dev/kvm:rwm"] and config["cap_add"] == ["NET_ADMIN"]
     assert config["environment"] == {
@@ -359,9 +333,9 @@ def test_test_desktop_config_asks_for_no_device_or_capability() -> None:
     spec = GuestSpec(kind="test-desktop", image="hcu-test-desktop:latest", client_password="pw")
     ports = GuestPorts(api=1, cdp=2, vnc=3, vlc=4)
     config = container_config(
-        spec, AttemptId(run_id="r", task_id="t", attempt=1), ports=ports, host="h", overlay=None
+        spec, AttemptId(run_id="r", task_id="t", attempt=1), image="sha256:abc", ports=ports, host="h", overlay=None
     )
-    assert config["image"] == "hcu-test-desktop:latest" and config["environment"]["CLIENT_PASSWORD"] == "pw"
+    assert config["image"] == "sha256:abc" and config["environment"]["CLIENT_PASSWORD"] == "pw"
     assert "devices" not in config and "cap_add" not in config
 
 

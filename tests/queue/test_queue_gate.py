@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -67,3 +68,35 @@ def test_an_unreachable_gateway_holds_launches(make_panel) -> None:
     panel = make_panel(TASKS)  # the panel's gateway is a closed loopback port
     reason = gateway_gate(panel.config)()
     assert reason is not None and reason.startswith("launches held:") and "127.0.0.1:9" in reason
+
+
+def start_gateway(tmp_path, *extra: str) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "hcu.gateway.openai_proxy", "--host", "127.0.0.1",
+                             "--ports", str(port), "--upstreams", "127.0.0.1:9", "--upstream-kind", "openai",
+                             "--upstream-scheme", "http", "--out", str(tmp_path / f"tokens-{port}.jsonl"),
+                             "--max-requests-per-task", "20", *extra],
+                            env={**os.environ, "OSW_OPENAI_UPSTREAM_TOKEN": "unused"}, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 30
+    while gateway_gate_reachable(url) is False:
+        assert time.time() < deadline and proc.poll() is None, "the gateway did not start"
+        time.sleep(0.1)
+    return proc, url
+
+
+def test_a_gateway_with_another_scope_key_stops_the_queue(make_panel, tmp_path) -> None:
+    proc, url = start_gateway(tmp_path, "--scope-key-file", str(tmp_path / "another.key"))
+    try:
+        panel = make_panel(TASKS, gateway=url, max_model_calls=20)
+        with pytest.raises(GatewayMismatch, match="another scope key"):
+            gateway_gate(panel.config)()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    proc, url = start_gateway(tmp_path, "--scope-key-file", str(panel.config.scope_key_file))
+    try:
+        assert gateway_gate(panel.config.model_copy(update={"gateway": url}))() is None
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)

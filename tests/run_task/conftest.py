@@ -13,6 +13,7 @@ import pytest
 
 from hcu import REPO_ROOT
 from hcu.demo.stand_in import scripted_stack
+from hcu.gateway.scope_secret import load_or_create_key, scope_secret
 from hcu.osworld.attempt.result import TaskResult
 from hcu.osworld.errors import policy_for
 from hcu.record_io import read_record
@@ -37,8 +38,13 @@ def policy(match: str, steps: list[dict], final: str = "Done.\nTASK_COMPLETE", *
 
 
 class TaskRun:
-    def __init__(self, result: TaskResult, result_dir: Path, token_log: Path, log: str) -> None:
+    def __init__(self, result: TaskResult, result_dir: Path, token_log: Path, log: str, scope_key_file: Path) -> None:
         self.result, self.result_dir, self.token_log, self.log = result, result_dir, token_log, log
+        self.scope_key_file = scope_key_file
+        """Per-task secrets are on in every end-to-end run, as in a panel."""
+
+    def scope_secret(self) -> str:
+        return scope_secret(load_or_create_key(self.scope_key_file), self.scope)
 
     @property
     def scope(self) -> str:
@@ -73,21 +79,22 @@ def run_task(tmp_path: Path) -> RunFn:
         out.mkdir()
         policy_file = out / "policies.json"
         policy_file.write_bytes(orjson.dumps({"policies": policies}))
-        token_log, result_dir = out / "gateway-tokens.jsonl", out / "result"
+        token_log, result_dir, key_file = out / "gateway-tokens.jsonl", out / "result", out / "gateway-scope.key"
         with scripted_stack(agent, policy_file, token_log=token_log, max_model_calls=gateway_budget or max_model_calls,
-                            log_dir=out / "logs", rate_limit_max_wait=rate_limit_max_wait) as stack:
+                            log_dir=out / "logs", rate_limit_max_wait=rate_limit_max_wait,
+                            scope_key_file=key_file) as stack:
             proc = subprocess.run(
                 [sys.executable, "-m", "hcu.osworld.run_task", "--task-id", task_id, "--task-domain", "os",
                  "--tasks-dir", str(TASKS_DIR), "--test-desktop", *([image] if image else []),
                  "--agent", agent, "--max-model-calls", str(max_model_calls), "--token-log", str(token_log),
                  "--gateway", stack.gateway_url, "--result-dir", str(result_dir), "--run-id", unique_run_id("e2e"),
                  "--timeout-seconds", "600", "--no-progress-seconds", "120", "--offline-assets",
-                 "--settle-seconds", "1", *extra_args],
+                 "--scope-key-file", str(key_file), "--settle-seconds", "1", *extra_args],
                 capture_output=True, text=True, timeout=timeout, cwd=REPO_ROOT)
         log = proc.stdout + proc.stderr
         assert (result_dir / "result.json").is_file(), log[-3000:]
         result = read_record(result_dir / "result.json", TaskResult)
         assert proc.returncode == expected_exit_status(result), log[-3000:]
-        return TaskRun(result, result_dir, token_log, log)
+        return TaskRun(result, result_dir, token_log, log, key_file)
 
     return run

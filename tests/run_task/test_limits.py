@@ -78,11 +78,14 @@ def test_isolation_and_no_credential_in_the_guest(run_task: RunFn, planted_image
     assert "LOOKED" in trace, "the shell look ran inside the guest"
     assert "PLANTED-AGENTS" not in trace and "PLANTED-CLAUDE" not in trace
     assert STAND_IN_TOKEN not in trace, "no upstream credential in the guest's files, environment or processes"
-    assert "hcu-placeholder-token" in trace, "the guest holds only the placeholder"
+    assert "ANTHROPIC_AUTH_TOKEN=[scope secret]" in trace, "the guest holds its scope secret, kept out of results"
+    secret = run.scope_secret()
     for path in run.result_dir.rglob("*"):
         if path.is_file():
-            assert STAND_IN_TOKEN.encode() not in path.read_bytes(), path
-    assert STAND_IN_TOKEN not in run.token_log.read_text()
+            data = path.read_bytes()
+            assert STAND_IN_TOKEN.encode() not in data and secret.encode() not in data, path
+    assert STAND_IN_TOKEN not in run.token_log.read_text() and secret not in run.token_log.read_text()
+    assert run.result.usage.model_calls >= 1, "the gateway served the scope to the holder of its secret"
 
 
 def test_upstream_failures_end_the_attempt_as_an_upstream_error_without_a_resume_message(run_task: RunFn) -> None:

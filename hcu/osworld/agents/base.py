@@ -16,7 +16,7 @@ from hcu.osworld.errors import ConfigurationError
 PROTOCOL_WORDS: tuple[ProtocolWord, ...] = ("TASK_COMPLETE", "TASK_INFEASIBLE", "ASK_USER")
 
 PLACEHOLDER_TOKEN = "hcu-placeholder-token"
-"""The only credential a guest ever sees; the gateway drops it and adds the real one."""
+"""The credential a guest sees when per-task secrets are off; the gateway drops it and adds the real one."""
 
 MCP_SERVER_NAME = "cu"
 RESUME_PROMPT = "Continue the task from where you stopped."
@@ -54,6 +54,9 @@ class AgentContext(BaseModel):
     profile_instructions: str | None = None
     prompt: str = Field(min_length=1)
     session_id: str = Field(pattern=r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+    gateway_token: str = Field(default=PLACEHOLDER_TOKEN, min_length=1, repr=False)
+    """What the CLI sends as its API key: the placeholder, or the attempt's scope secret when per-task secrets
+    are on (`hcu.gateway.scope_secret`). Never the upstream credential."""
     guest_home: str = "/home/user"
     guest_root: str = "/home/user/.hcu"
     computer_use_path: str = "/home/user/.hcu/bin/computer-use"

@@ -11,7 +11,6 @@ import orjson
 from hcu.osworld.agents.base import (
     INHERITED_PATHS,
     MCP_SERVER_NAME,
-    PLACEHOLDER_TOKEN,
     RESUME_PROMPT,
     AgentContext,
     AgentPlan,
@@ -69,7 +68,7 @@ class ClaudeCodeAdapter:
             flags += ["--append-system-prompt-file", profile_md]
         env = {
             "ANTHROPIC_BASE_URL": ctx.scoped_url(),
-            "ANTHROPIC_AUTH_TOKEN": PLACEHOLDER_TOKEN,
+            "ANTHROPIC_AUTH_TOKEN": ctx.gateway_token,
             "ANTHROPIC_CUSTOM_HEADERS": f"X-Task-Id: {ctx.scope}",
             "CLAUDE_CONFIG_DIR": home,
             **QUIET_ENV,

@@ -15,7 +15,6 @@ import tomli_w
 from hcu.osworld.agents.base import (
     INHERITED_PATHS,
     MCP_SERVER_NAME,
-    PLACEHOLDER_TOKEN,
     RESUME_PROMPT,
     AgentContext,
     AgentPlan,
@@ -57,7 +56,7 @@ class CodexAdapter:
         common = ["--json", "--skip-git-repo-check", "--strict-config"]
         return AgentPlan(
             files=files,
-            env={"CODEX_HOME": home, TOKEN_ENV: PLACEHOLDER_TOKEN},
+            env={"CODEX_HOME": home, TOKEN_ENV: ctx.gateway_token},
             run_argv=[exe, "exec", *common, ctx.prompt],
             # CODEX_HOME is fresh per task, so the most recent session is this task's (ids are Codex's own).
             resume_argv=[exe, "exec", "resume", "--last", *common, RESUME_PROMPT],

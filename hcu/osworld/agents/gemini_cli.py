@@ -10,7 +10,6 @@ import orjson
 from hcu.osworld.agents.base import (
     INHERITED_PATHS,
     MCP_SERVER_NAME,
-    PLACEHOLDER_TOKEN,
     RESUME_PROMPT,
     AgentContext,
     AgentPlan,
@@ -47,7 +46,7 @@ class GeminiCliAdapter:
             files.append(GuestFile(guest_path=f"{home}/.gemini/GEMINI.md", data=profile))
         env = {
             "GOOGLE_GEMINI_BASE_URL": ctx.scoped_url(),
-            "GEMINI_API_KEY": PLACEHOLDER_TOKEN,
+            "GEMINI_API_KEY": ctx.gateway_token,
             "GEMINI_CLI_CUSTOM_HEADERS": f"X-Task-Id: {ctx.scope}",
             "GEMINI_CLI_HOME": home,
             "GEMINI_SYSTEM_MD": base_md,

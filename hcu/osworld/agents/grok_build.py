@@ -11,7 +11,6 @@ import tomli_w
 from hcu.osworld.agents.base import (
     INHERITED_PATHS,
     MCP_SERVER_NAME,
-    PLACEHOLDER_TOKEN,
     RESUME_PROMPT,
     AgentContext,
     AgentPlan,
@@ -50,7 +49,7 @@ class GrokBuildAdapter:
         ]
         return AgentPlan(
             files=files,
-            env={"GROK_HOME": home, TOKEN_ENV: PLACEHOLDER_TOKEN},
+            env={"GROK_HOME": home, TOKEN_ENV: ctx.gateway_token},
             run_argv=[exe, "-p", ctx.prompt, "--session-id", ctx.session_id, *flags],
             resume_argv=[exe, "-p", RESUME_PROMPT, "--resume", ctx.session_id, *flags],
             version_argv=[exe, "--version"],

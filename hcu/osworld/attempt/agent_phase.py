@@ -22,6 +22,7 @@ from hcu.gateway.budget import TaskStateView
 from hcu.osworld.agents.base import AgentAdapter, AgentPlan, TurnOutcome
 from hcu.osworld.attempt.gateway_watch import SYSTEM_CLOCK, Clock, GatewayWatch, RateLimitWaits
 from hcu.osworld.attempt.result import ProtocolWord, TerminationDetail, TerminationReason
+from hcu.osworld.attempt.scope_credential import GatewayCredential
 from hcu.osworld.attempt.usage import last_generation_outcome
 from hcu.osworld.guest.api import GuestAPI
 from hcu.osworld.guest.process import GuestProcess
@@ -62,7 +63,7 @@ class AgentOutcome(BaseModel):
 
 def run_agent(api: GuestAPI, adapter: AgentAdapter, plan: AgentPlan, *, gateway: GatewayWatch, work_dir: str,
               state_dir: str, result_dir: Path, limits: AgentLimits, token_log: Path | None,
-              clock: Clock = SYSTEM_CLOCK) -> AgentOutcome:
+              credential: GatewayCredential, clock: Clock = SYSTEM_CLOCK) -> AgentOutcome:
     started = clock.monotonic()
     waited_sec = 0.0  # resume delays, added to the deadlines like gateway waits
     tool_calls = rate_limit_resumes = 0
@@ -78,7 +79,7 @@ def run_agent(api: GuestAPI, adapter: AgentAdapter, plan: AgentPlan, *, gateway:
         stop = _watch(proc, gateway, started, waited_sec, limits, clock)
         if stop is not None:
             proc.kill()
-        outcome = _collect_turn(adapter, proc, turn, result_dir, trace)
+        outcome = _collect_turn(adapter, proc, turn, result_dir, trace, credential)
         tool_calls += outcome.tool_calls
         gateway.poll()
         upstream = last_generation_outcome(token_log, gateway.scope, turn_started_at)
@@ -159,9 +160,10 @@ def _watch(proc: GuestProcess, gateway: GatewayWatch, started: float, waited_sec
 
 
 def _collect_turn(adapter: AgentAdapter, proc: GuestProcess, turn: int, result_dir: Path,
-                  trace: Path) -> TurnOutcome:
-    """Keep the turn's raw output as evidence, parse it, and append its events to agent.jsonl."""
-    stdout, stderr = proc.read_stdout(), proc.read_stderr()
+                  trace: Path, credential: GatewayCredential) -> TurnOutcome:
+    """Keep the turn's raw output as evidence (without the scope secret), parse it, and append its events to
+    agent.jsonl."""
+    stdout, stderr = credential.redact(proc.read_stdout()), credential.redact(proc.read_stderr())
     write_atomic(result_dir / f"phase-agent-turn-{turn}-events.jsonl", stdout)
     write_atomic(result_dir / f"phase-agent-turn-{turn}-stderr.log", stderr)
     outcome = adapter.parse_events(stdout.decode("utf-8", "replace"))

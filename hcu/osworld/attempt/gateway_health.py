@@ -20,11 +20,14 @@ class GatewayHealth(BaseModel):
     task: TaskStateView | None = None
 
 
-def gateway_health(gateway_url: str, *, task: str | None = None, timeout_sec: float = TIMEOUT_SEC) -> GatewayHealth:
-    """GET <gateway>/healthz (with `?task=` for one task's state); GatewayError when it does not answer."""
+def gateway_health(gateway_url: str, *, task: str | None = None, secret: str | None = None,
+                   timeout_sec: float = TIMEOUT_SEC) -> GatewayHealth:
+    """GET <gateway>/healthz (with `?task=` for one task's state, which needs the scope's `secret` when the
+    gateway has per-task secrets on); GatewayError when it does not answer."""
     url = gateway_url.rstrip("/") + "/healthz"
+    headers = {"Authorization": f"Bearer {secret}"} if secret else None
     try:
-        resp = requests.get(url, params={"task": task} if task else None, timeout=timeout_sec)
+        resp = requests.get(url, params={"task": task} if task else None, headers=headers, timeout=timeout_sec)
         resp.raise_for_status()
         return GatewayHealth.model_validate(resp.json())
     except (requests.RequestException, ValueError) as exc:

@@ -32,15 +32,19 @@ SYSTEM_CLOCK = Clock()
 class GatewayWatch:
     """Polls `/healthz?task=<scope>`; `last` is the latest state seen (a fresh one while the gateway answers)."""
 
-    def __init__(self, gateway_url: str, scope: str, *, away_sec: float, clock: Clock = SYSTEM_CLOCK) -> None:
+    def __init__(self, gateway_url: str, scope: str, *, away_sec: float, secret: str | None = None,
+                 clock: Clock = SYSTEM_CLOCK) -> None:
+        """`secret`: the scope's secret, which a gateway with per-task secrets asks for its state."""
         self.gateway_url, self.scope, self.away_sec, self.clock = gateway_url, scope, away_sec, clock
+        self._secret = secret
         self.last = TaskStateView(task=scope)
         self.away_since: float | None = None
 
     def poll(self) -> TaskStateView | None:
         """The task's state now, or None while the gateway is away within `away_sec`; GatewayError after."""
         try:
-            view = gateway_health(self.gateway_url, task=self.scope).task or TaskStateView(task=self.scope)
+            health = gateway_health(self.gateway_url, task=self.scope, secret=self._secret)
+            view = health.task or TaskStateView(task=self.scope)
         except GatewayError as exc:
             now = self.clock.monotonic()
             if self.away_since is None:

@@ -32,6 +32,7 @@ from hcu.osworld.attempt.options import RunTaskOptions
 from hcu.osworld.attempt.phases import PhaseLog
 from hcu.osworld.attempt.probe import check_executables, check_gateway_from_guest, check_mcp
 from hcu.osworld.attempt.result import TaskResult
+from hcu.osworld.attempt.scope_credential import check_scope_key, gateway_credential
 from hcu.osworld.attempt.usage import usage_for_scope
 from hcu.osworld.defaults import GUEST
 from hcu.osworld.errors import (
@@ -128,7 +129,8 @@ class _Attempt:
                 raise ConfigurationError(str(exc)) from None
             adapter = get_adapter(o.agent)
             result.task_domain, result.model, result.effort = task.domain, o.model, o.effort
-            ctx = self._context(task.instruction)
+            credential = gateway_credential(o.scope_key_file, self.attempt.gateway_scope)
+            ctx = self._context(task.instruction, credential.token)
             self.meta.update(task_sha256=task.sha256, gateway=o.gateway, scope=self.attempt.gateway_scope,
                              session_id=ctx.session_id)
             # Rendered before any guest starts, so a missing binary costs nothing.
@@ -157,12 +159,16 @@ class _Attempt:
                 step_deadline_sec=timeout)]
         with phase("probe", timeout_sec=timeout, overrun=ProbeTimeout):
             self.meta["gateway_health"] = check_gateway_from_guest(api, o.gateway, o.max_model_calls)
+            if unprotected := check_scope_key(self.meta["gateway_health"], credential, o.gateway):
+                log.warning(unprotected)
             self.meta["agent_version"] = check_executables(api, plan, GUEST_HOME)
             self.meta["mcp_probe"] = check_mcp(api, plan, ctx.channels).model_dump(mode="json")
         with phase("agent"):  # its timeout is extended by rate-limit waits (agent_phase.py)
-            gateway = GatewayWatch(o.gateway, self.attempt.gateway_scope, away_sec=o.gateway_away_seconds)
+            gateway = GatewayWatch(o.gateway, self.attempt.gateway_scope, away_sec=o.gateway_away_seconds,
+                                   secret=credential.secret)
             outcome = run_agent(api, adapter, plan, gateway=gateway, work_dir=GUEST_HOME,
                                 state_dir=f"{GUEST_ROOT}/run", result_dir=self.result_dir, token_log=o.token_log,
+                                credential=credential,
                                 limits=AgentLimits(timeout_sec=timeout, no_progress_sec=o.no_progress_seconds,
                                                    resume_delay_sec=o.rate_limit_resume_delay,
                                                    gateway_away_sec=o.gateway_away_seconds))
@@ -194,7 +200,7 @@ class _Attempt:
         return osworld_process(self.guest, cache_dir, osworld_python=self.opts.osworld_python,
                                offline_assets=self.opts.offline_assets, what=f"{self.attempt} {what}")
 
-    def _context(self, instruction: str) -> AgentContext:
+    def _context(self, instruction: str, gateway_token: str) -> AgentContext:
         o = self.opts
         guide = o.guide_path()
         profile = guide.read_text() if guide else ""
@@ -205,7 +211,7 @@ class _Attempt:
             channels=list(parse_channels(",".join(o.channels), code_mode=o.code_mode)), code_mode=o.code_mode,
             base_instructions=o.base_instructions_file.read_text(), profile_instructions=profile or None,
             prompt=instruction + PROTOCOL, session_id=str(uuid.uuid4()), guest_home=GUEST_HOME,
-            guest_root=GUEST_ROOT, computer_use_path=f"{GUEST_ROOT}/bin/computer-use")
+            guest_root=GUEST_ROOT, computer_use_path=f"{GUEST_ROOT}/bin/computer-use", gateway_token=gateway_token)
 
     def _apply_outcome(self, result: TaskResult, outcome: AgentOutcome) -> None:
         result.termination_reason = outcome.termination_reason
@@ -221,6 +227,7 @@ class _Attempt:
         self.meta["guest"] = {
             "spec": spec.model_dump(mode="json", exclude={"client_password"}),
             "container_id": g.container_id, "host": g.host, "ports": g.ports.model_dump(),
+            "container_image": g.container_image.model_dump(),
             "readiness": [s.model_dump(mode="json") for s in g.readiness],
         }
 

@@ -1,7 +1,8 @@
 """Guest lifecycle: one container per attempt, gated on readiness, removed with everything it made.
 
-Two kinds share one code path: the official OSWorld guest (`happysixd/osworld-docker`: QEMU/KVM booting a
-per-attempt qcow2 overlay of the guest image) and the locally built test desktop. Every resource is labelled
+Two kinds share one code path: the official OSWorld guest (`happysixd/osworld-docker`, or any image with its
+contract such as the local QEMU stand-in: QEMU/KVM booting a per-attempt qcow2 overlay of the guest image) and the
+locally built test desktop. Every resource is labelled
 with the attempt id, or registered under the state dir before it is created, so `cleanup` finds it after a
 crash. Ports are published on the bridge address only.
 """
@@ -24,12 +25,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from hcu.osworld.attempt.identity import AttemptId
 from hcu.osworld.defaults import BENCHMARKS, GUEST
 from hcu.osworld.errors import ConfigurationError
+from hcu.osworld.guest import container_image, readiness
 from hcu.osworld.guest import overlay as overlays
 from hcu.osworld.guest import ports as port_leases
-from hcu.osworld.guest import readiness
 from hcu.osworld.guest.api import GuestAPI
 from hcu.osworld.guest.bridge import bridge_address
-from hcu.osworld.guest.docker_engine import DOCKER_PULL_TIMEOUT_SEC, docker_client
+from hcu.osworld.guest.container_image import ContainerImage
+from hcu.osworld.guest.docker_engine import docker_client
 from hcu.osworld.guest.ports import CONTAINER_PORTS, GuestPorts
 from hcu.osworld.guest.readiness import Readiness, ReadinessStep
 from hcu.osworld.settings import SIZE, GuestSettings
@@ -48,7 +50,8 @@ class GuestSpec(BaseModel):
     image: str = Field(min_length=1)
     """qcow2 path (qemu) or docker image reference (test-desktop)."""
     docker_image: str = GUEST.qemu_docker_image
-    """The QEMU container image for kind=qemu."""
+    """The container image that boots `image` with QEMU, for kind=qemu (the official one, or a stand-in with its
+    contract)."""
     volume_size_gb: int = Field(default=BENCHMARKS["v1"].volume_size, ge=1)
     ram_size: str = Field(default=GUEST.ram_size, pattern=SIZE)
     cpu_cores: int = Field(default=GUEST.cpu_cores, ge=1)
@@ -69,7 +72,8 @@ class GuestSpec(BaseModel):
             kind, image = "qemu", str(settings.guest_image)
         else:
             kind, image = "test-desktop", str(settings.test_desktop_image)
-        return cls(kind=kind, image=image, volume_size_gb=settings.volume_size, ram_size=settings.ram_size,
+        return cls(kind=kind, image=image, docker_image=settings.guest_docker_image,
+                   volume_size_gb=settings.volume_size, ram_size=settings.ram_size,
                    client_password=settings.client_password)
 
 
@@ -85,6 +89,8 @@ class Guest:
     ports: GuestPorts
     api: GuestAPI
     overlay: Path | None
+    container_image: ContainerImage
+    """The image the container runs, pinned by digest or id."""
     readiness: list[ReadinessStep] = field(default_factory=list)
 
     def api_url(self) -> str:
@@ -101,12 +107,13 @@ def volume_name(name: str) -> str:
 
 
 def container_config(
-    spec: GuestSpec, attempt: AttemptId, *, ports: GuestPorts, host: str, overlay: Path | None
+    spec: GuestSpec, attempt: AttemptId, *, image: str, ports: GuestPorts, host: str, overlay: Path | None
 ) -> dict[str, Any]:
-    """Keyword arguments for `containers.create`: the container contract both guest kinds honour."""
+    """Keyword arguments for `containers.create` (from `image`, spec.container_image pinned): the container
+    contract both guest kinds honour."""
     name = container_name(attempt)
     config: dict[str, Any] = {
-        "image": spec.container_image,
+        "image": image,
         "name": name,
         "labels": attempt.labels(),
         "detach": True,
@@ -147,21 +154,22 @@ def start_guest(
     created = False
     try:
         with steps.step("image checked"):
-            _check_prerequisites(client, spec)
+            image = _check_prerequisites(client, spec)
         created = True
         with steps.step("resources created"):
             _remove_resources(client, name)  # this attempt's own leftovers, if a crashed run left any
             host = bridge_address(client)
-            ports = port_leases.allocate(client, name, attempt.labels(), host)
             overlay = _create_overlay(spec, attempt, work_dir)
             client.volumes.create(name=volume_name(name), labels=attempt.labels())
-            container = client.containers.create(
-                **container_config(spec, attempt, ports=ports, host=host, overlay=overlay)
-            )
+            with port_leases.publishing_lock():
+                ports = port_leases.allocate(client, name, attempt.labels(), host)
+                container = client.containers.create(
+                    **container_config(spec, attempt, image=image.pinned, ports=ports, host=host, overlay=overlay)
+                )
             container.start()
         api = GuestAPI(f"http://{host}:{ports.api}")
         _gate(steps, spec, container, api, deadline)
-        return Guest(attempt, spec, name, container.id, host, ports, api, overlay, steps.steps)
+        return Guest(attempt, spec, name, container.id, host, ports, api, overlay, image, steps.steps)
     except BaseException:
         if created:
             _remove_after_failure(client, name)
@@ -170,8 +178,9 @@ def start_guest(
         client.close()
 
 
-def _check_prerequisites(client: docker.DockerClient, spec: GuestSpec) -> None:
-    """Refuse, as a ConfigurationError (never retried), what no attempt could boot."""
+def _check_prerequisites(client: docker.DockerClient, spec: GuestSpec) -> ContainerImage:
+    """The guest's container image, pinned (a missing QEMU image is pulled); refuses, as a ConfigurationError
+    (never retried), what no attempt could boot."""
     if spec.kind == "qemu":
         overlays.check_image(Path(spec.image), spec.volume_size_gb)
         if not KVM_DEVICE.exists():
@@ -179,12 +188,9 @@ def _check_prerequisites(client: docker.DockerClient, spec: GuestSpec) -> None:
                 f"{KVM_DEVICE} is missing: the official guest needs KVM (TCG boots too slowly)"
             )
     try:
-        client.images.get(spec.container_image)
+        return container_image.resolve(client, spec.container_image, pull=spec.kind == "qemu")
     except docker.errors.ImageNotFound:
-        if spec.kind == "test-desktop":
-            raise ConfigurationError(f"image {spec.image} not found: build it with `make test-desktop`") from None
-        with contextlib.closing(docker_client(DOCKER_PULL_TIMEOUT_SEC)) as puller:
-            puller.images.pull(spec.docker_image)
+        raise ConfigurationError(f"image {spec.image} not found: build it with `make test-desktop`") from None
 
 
 def _create_overlay(spec: GuestSpec, attempt: AttemptId, work_dir: Path) -> Path | None:
@@ -204,8 +210,8 @@ def _gate(steps: Readiness, spec: GuestSpec, container: Container, api: GuestAPI
     with steps.step("sudo works"):
         readiness.check_sudo(api, spec.client_password)
     if spec.kind == "qemu":
-        with steps.step("filesystem grown (best effort)", required=False):
-            readiness.grow_filesystem(api, spec.client_password)
+        with steps.step("filesystem grown") as note:
+            note.detail = readiness.grow_filesystem(api, spec.client_password, spec.volume_size_gb)
 
 
 def _remove_resources(client: docker.DockerClient, name: str) -> None:

@@ -4,6 +4,10 @@ One allocation file (`<state dir>/ports.json`) under a `FileLock` records every 
 name), the owner's pid and labels. A port is free when no lease holds it, no container publishes it and the OS
 lets us bind it on the bridge address. A lease whose process is gone and whose container does not exist is
 stale and reclaimed (a runner killed mid-boot). Leases are released on removal and by `cleanup`.
+
+Runners with different state directories (two test sessions, two users) do not share the lease file; they
+share the Docker engine. `publishing_lock()`, host-wide, spans leasing and creating the container that
+publishes the ports, so each sees the other's created containers' ports as taken.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,6 +30,8 @@ PORT_RANGE_START = 20000
 PORT_RANGE_END = 32000
 """Below Linux's ephemeral range (32768+), away from the official 5000/8006/8080/9222 defaults."""
 LOCK_TIMEOUT_SEC = 30.0
+PUBLISHING_LOCK = Path(tempfile.gettempdir()) / "hcu-guest-ports.lock"
+"""One per host, whatever the state directory: the Docker engine's ports are one namespace."""
 
 
 class GuestPorts(BaseModel):
@@ -63,6 +70,11 @@ def _leases() -> Iterator[dict[str, PortLease]]:
             orjson.dumps({k: v.model_dump() for k, v in leases.items()}, option=orjson.OPT_INDENT_2)
         )
         tmp.replace(path)
+
+
+def publishing_lock() -> FileLock:
+    """Hold from leasing ports until the container publishing them exists (then its ports count as taken)."""
+    return FileLock(str(PUBLISHING_LOCK), timeout=LOCK_TIMEOUT_SEC)
 
 
 def _pid_alive(pid: int) -> bool:

@@ -11,6 +11,7 @@ import io
 import shlex
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import docker.errors
 import requests
@@ -27,6 +28,10 @@ GUEST_FAILURES = (GuestAPIError, docker.errors.DockerException, requests.Request
                   TimeoutError, OSError)
 """What a guest that does not come up raises; anything else (a TypeError in hcu, a ConfigurationError, an
 interruption) passes through unrelabelled."""
+GIB = 1 << 30
+MIN_GROWN_FRACTION = 0.9
+"""Share of volume_size the guest's root filesystem must reach (its metadata takes the rest); OSWorld-V2's own
+volume expansion checks the same bound."""
 
 
 class ReadinessStep(BaseModel):
@@ -34,6 +39,15 @@ class ReadinessStep(BaseModel):
     duration_sec: float
     ok: bool
     error: str | None = None
+    detail: str | None = None
+    """What the step measured, e.g. the root filesystem's size before and after growing."""
+
+
+@dataclass
+class StepNote:
+    """Handed to a step's block, which may leave what it measured for the record."""
+
+    detail: str | None = None
 
 
 class Readiness:
@@ -45,19 +59,22 @@ class Readiness:
         self.steps: list[ReadinessStep] = []
 
     @contextlib.contextmanager
-    def step(self, name: str, *, required: bool = True) -> Iterator[None]:
+    def step(self, name: str, *, required: bool = True) -> Iterator[StepNote]:
         started = time.monotonic()
+        note = StepNote()
         try:
-            yield
+            yield note
         except GUEST_FAILURES as exc:
             error = str(exc) or type(exc).__name__
-            self.steps.append(ReadinessStep(name=name, duration_sec=_since(started), ok=False, error=error))
+            self.steps.append(
+                ReadinessStep(name=name, duration_sec=_since(started), ok=False, error=error, detail=note.detail)
+            )
             if required:
                 failure = GuestError(f"guest {self.guest_name}: readiness step '{name}' failed: {error}")
                 failure.readiness = self.steps  # type: ignore[attr-defined]
                 raise failure from exc
         else:
-            self.steps.append(ReadinessStep(name=name, duration_sec=_since(started), ok=True))
+            self.steps.append(ReadinessStep(name=name, duration_sec=_since(started), ok=True, detail=note.detail))
 
 
 def _since(started: float) -> float:
@@ -130,23 +147,38 @@ def check_sudo(api: GuestAPI, password: str) -> None:
 
 
 GROW_FS_SCRIPT = """
-root=$(findmnt -n -o SOURCE /)
-disk=/dev/$(lsblk -no PKNAME "$root")
-part=$(cat "/sys/class/block/$(basename "$root")/partition")
-{growpart} "$disk" "$part" || [ $? -eq 1 ]   # exit 1 = NOCHANGE: the partition already fills the disk
-{resize2fs} "$root"
+size() {{ findmnt -bno SIZE /; }}
+before=$(size)
+if [ "$before" -lt {target} ]; then
+  root=$(findmnt -n -o SOURCE /)
+  disk=/dev/$(lsblk -no PKNAME "$root")
+  part=$(cat "/sys/class/block/$(basename "$root")/partition")
+  {growpart} "$disk" "$part" || [ $? -eq 1 ]   # exit 1 = NOCHANGE: the partition already fills the disk
+  {resize2fs} "$root"
+fi
+echo "$before $(size)"
 """
 
 
-def grow_filesystem(api: GuestAPI, password: str) -> None:
-    """Best effort: grow the root partition and its ext4 filesystem into the (larger) disk. Assumes the root
-    filesystem is ext4 on a partition of the boot disk with `growpart` (cloud-guest-utils) installed, as on
-    the official Ubuntu image; any other layout fails this step without failing the guest."""
+def grow_filesystem(api: GuestAPI, password: str, volume_size_gb: int) -> str:
+    """Grow the guest's root filesystem into its disk, then measure it inside the guest: it must reach
+    MIN_GROWN_FRACTION of volume_size. Growing assumes ext4 on a partition of the boot disk with `growpart`
+    (cloud-guest-utils) installed, as on the official Ubuntu image; a filesystem already large enough is left
+    alone. Returns the sizes before and after, for the record."""
+    target = int(volume_size_gb * GIB * MIN_GROWN_FRACTION)
     script = GROW_FS_SCRIPT.format(
-        growpart=sudo_command(password, "growpart"), resize2fs=sudo_command(password, "resize2fs")
+        target=target, growpart=sudo_command(password, "growpart"), resize2fs=sudo_command(password, "resize2fs")
     )
     result = api.execute(["bash", "-ec", script], timeout_sec=SUDO_TIMEOUT_SEC * 2)
     if result.returncode != 0:
         raise RuntimeError(
             f"growpart/resize2fs failed (returncode {result.returncode}): {result.error[-300:]}"
         )
+    try:
+        before, after = (int(word) for word in result.output.split()[-2:])
+    except ValueError:
+        raise RuntimeError(f"cannot read the root filesystem's size from {result.output[-200:]!r}") from None
+    measured = f"root filesystem {before / GIB:.1f} GiB -> {after / GIB:.1f} GiB (volume_size {volume_size_gb} GiB)"
+    if after < target:
+        raise RuntimeError(f"{measured}: below {MIN_GROWN_FRACTION:.0%} of volume_size after growing")
+    return measured

@@ -105,7 +105,10 @@ def resolve(config: RunConfig, config_path: Path) -> RunConfig:
     run_id = config.run_id or config_path.stem
     results_dir = absolute(base, config.results_dir or REPO_ROOT / "runs")
     token_log = absolute(base, config.token_log or results_dir / run_id / "gateway-tokens.jsonl")
-    panel = config.model_copy(update={"run_id": run_id, "results_dir": results_dir, "token_log": token_log})
+    # A panel runs with per-task secrets: its gateway takes the same key file (--dry-run prints the flag).
+    scope_key_file = absolute(base, config.scope_key_file or results_dir / run_id / "gateway-scope.key")
+    panel = config.model_copy(update={"run_id": run_id, "results_dir": results_dir, "token_log": token_log,
+                                      "scope_key_file": scope_key_file})
     return panel.resolved(base, docker_bridge_address)
 
 

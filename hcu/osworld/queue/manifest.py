@@ -23,6 +23,7 @@ from hcu import REPO_ROOT
 from hcu.osworld.attempt.lease import current_host
 from hcu.osworld.defaults import AGENTS
 from hcu.osworld.errors import RETRY_POLICY
+from hcu.osworld.guest.container_image import resolve
 from hcu.osworld.guest.docker_engine import docker_client
 from hcu.osworld.queue.config import RunConfig, TaskSpec
 from hcu.record_io import Record, write_json, write_record
@@ -47,12 +48,15 @@ class Manifest(Record):
     osworld_revision: dict[str, Any]
     guest_image: dict[str, Any]
     artifacts: dict[str, Any]
+    guest_docker_image: dict[str, Any] | None = None
+    """The QEMU container image (`reference`, `id`, `repo_digest`); pinned from the first start that finds it on
+    this host (a run may start before its first attempt pulls it). None for the test desktop."""
     retry_policy: str = RETRY_POLICY
     starts: list[Start] = []
 
     def pins(self) -> dict[str, Any]:
         return {"config_sha256": self.config_sha256, "task_files": self.task_files,
-                "guest_image": self.guest_image}
+                "guest_image": self.guest_image, "guest_docker_image": (self.guest_docker_image or {}).get("id")}
 
 
 class ManifestMismatch(Exception):
@@ -138,6 +142,18 @@ def guest_identity(config: RunConfig, cache_path: Path) -> dict[str, Any]:
     return {"container_image": image, "id": found.id, "repo_digests": found.attrs.get("RepoDigests", [])}
 
 
+def docker_image_identity(config: RunConfig) -> dict[str, Any] | None:
+    """The QEMU container image as this host has it (id, registry digest), or why not (the first attempt pulls an
+    absent image); None for the test desktop."""
+    if config.guest_image is None:
+        return None
+    try:
+        with contextlib.closing(docker_client(HEALTHZ_TIMEOUT_SEC)) as client:
+            return resolve(client, config.guest_docker_image, pull=False).model_dump()
+    except Exception as exc:  # recorded, not fatal: the guest start reports it in full
+        return {"reference": config.guest_docker_image, "error": type(exc).__name__}
+
+
 def agent_files(config: RunConfig) -> dict[str, Path]:
     """Every artifact the agent uploads (the CLI from agent_binary, the rest from artifact_dir)."""
     assert config.artifact_dir is not None and config.agent_binary is not None
@@ -195,7 +211,8 @@ def build_manifest(config: RunConfig) -> Manifest:
     return Manifest(run_id=config.run_id, config_sha256=sha256_of_json(config.comparable()),
                     task_files=task_file_hashes(config), osworld_revision=osworld_revision(config),
                     guest_image=guest_identity(config, cache_path),
-                    artifacts=artifact_identities(config, cache_path))
+                    artifacts=artifact_identities(config, cache_path),
+                    guest_docker_image=docker_image_identity(config))
 
 
 def record_start(config: RunConfig) -> Manifest:
@@ -204,6 +221,8 @@ def record_start(config: RunConfig) -> Manifest:
     current = build_manifest(config)
     if path.exists():
         previous = Manifest.model_validate(orjson.loads(path.read_bytes()))
+        if previous.guest_docker_image is not None and "id" not in previous.guest_docker_image:
+            previous.guest_docker_image = current.guest_docker_image  # pulled since the run started: pin it now
         changed = [key for key, value in current.pins().items() if previous.pins()[key] != value]
         if changed:
             raise ManifestMismatch(f"{', '.join(changed)} changed since this run started; use a new run_id")

@@ -264,7 +264,8 @@ def describe_plan(config: RunConfig) -> str:
               f"config: REFUSED, {', '.join(changed)} differ from the stored config.json"),
              f"gateway: {config.gateway}",
              f"gateway flags: --out {config.token_log} --max-requests-per-task {config.max_model_calls}"
-             + (" (0 = no budget)" if config.max_model_calls == 0 else "")]
+             + (" (0 = no budget)" if config.max_model_calls == 0 else "")
+             + f" --scope-key-file {config.scope_key_file}"]
     for key in ("guest_image", "test_desktop", "tasks_dir", "results_dir", "token_log", "artifact_dir",
                 "asset_cache", "agent_binary", "mcp_binary", "instructions_file", "base_instructions_file"):
         value = getattr(config, key)
