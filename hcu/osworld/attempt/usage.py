@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from hcu.gateway.restore import TRACKED as GENERATION_OUTCOMES
 from hcu.gateway.tokenlog import read_token_log
 from hcu.osworld.attempt.result import Usage
 
@@ -42,6 +43,6 @@ def last_generation_outcome(token_log: Path | None, scope: str, since: float) ->
         return None
     last = None
     for row in read_token_log(token_log):
-        if row.task == scope and row.time >= since and row.outcome != "free":
+        if row.task == scope and row.time >= since and row.outcome in GENERATION_OUTCOMES:
             last = row.outcome
     return last
