@@ -3,8 +3,7 @@
 Written from the documented request/response shapes of OSWorld's in-guest server (osworld_server
 .service on the official guest) so that a client cannot tell the two guests apart. Deliberate
 differences: no X-connection leak, no shared screenshot file, /run_bash_script does not fail after
-running, /setup/open_file waits at most OPEN_FILE_TIMEOUT_S, and screen recording reports that
-ffmpeg is not installed (kept out of the image for size) in the official error shape.
+running, /setup/open_file waits at most OPEN_FILE_TIMEOUT_S.
 """
 
 from __future__ import annotations
@@ -21,6 +20,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+import guest_recording
 from flask import Flask, Response, jsonify, request, send_file
 from guest_screen import Screen
 
@@ -311,15 +311,12 @@ def close_window() -> Any:
 
 @app.post("/start_recording")
 def start_recording() -> Any:
-    # ffmpeg (and its ~200 MB of codec libraries) is not in the test desktop: fail the way the
-    # official server fails when ffmpeg cannot start.
-    message = "Failed to start recording. ffmpeg is not installed in the hcu test desktop."
-    return jsonify({"status": "error", "message": message}), 500
+    return guest_recording.start(screen.size())
 
 
 @app.post("/end_recording")
 def end_recording() -> Any:
-    return jsonify({"status": "error", "message": "No recording in progress to stop."}), 400
+    return guest_recording.end()
 
 
 @app.post("/run_python")

@@ -7,6 +7,9 @@
 set -u
 export NO_AT_BRIDGE=0 GTK_MODULES=gail:atk-bridge GNOME_ACCESSIBILITY=1 QT_ACCESSIBILITY=1 \
   QT_LINUX_ACCESSIBILITY_ALWAYS_ON=1 XDG_SESSION_TYPE=x11 XDG_CURRENT_DESKTOP=GNOME
+# Thunderbird's window class as on the official guest ("Mail.thunderbird", which tasks close by class);
+# Debian's build would otherwise append its profile name ("thunderbird-default").
+export MOZ_APP_REMOTINGNAME=thunderbird
 cd "$HOME"
 
 stop() { kill $(jobs -p) 2>/dev/null; exit 0; }
@@ -53,5 +56,12 @@ if python3 /opt/hcu/wait_for_frame.py "HCU Test App" $step_timeout && step "test
 else
   echo "DESKTOP_FAILED: the test app did not appear in the accessibility tree and on screen" >&2
 fi
+
+# VNC on 8006 as the official image serves it: noVNC in a browser, through websockify, to an x11vnc that
+# socat starts per connection (nothing polls the screen while nobody watches). Started after readiness:
+# nothing in a task waits for it. x11vnc finds the display in $DISPLAY (a colon in the EXEC address would
+# split it).
+socat TCP-LISTEN:5900,bind=127.0.0.1,fork,reuseaddr EXEC:"x11vnc -inetd -nopw -shared -quiet" >/tmp/vnc.log 2>&1 &
+websockify --web /usr/share/novnc 8006 127.0.0.1:5900 >>/tmp/vnc.log 2>&1 &
 
 wait  # returns when every child has exited (the container then stops) or on TERM/INT (trap above)

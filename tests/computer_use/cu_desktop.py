@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import subprocess
 import tarfile
 import time
@@ -19,7 +20,8 @@ from hcu import REPO_ROOT
 from hcu.osworld.attempt.identity import AttemptId
 from tests.session import unique_run_id
 
-IMAGE = "hcu-test-desktop:latest"
+IMAGE = os.environ.get("HCU_TEST_DESKTOP_IMAGE", "hcu-test-desktop:latest")
+"""The image under test (another tag while a change to it is being built)."""
 ARTIFACT = REPO_ROOT / "artifacts" / "computer-use"
 GUEST_ARTIFACT = "/opt/cu/computer-use"
 APP_TITLE = "HCU Test App"

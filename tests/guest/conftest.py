@@ -4,6 +4,7 @@ files."""
 from __future__ import annotations
 
 import contextlib
+import os
 import subprocess
 import uuid
 from collections.abc import Callable, Iterator
@@ -18,7 +19,8 @@ from hcu.osworld.guest.docker_engine import docker_client
 from hcu.osworld.guest.lifecycle import Guest, GuestSpec, remove_guest, start_guest
 from hcu.osworld.guest.removal import cleanup
 
-TEST_DESKTOP_IMAGE = "hcu-test-desktop:latest"
+TEST_DESKTOP_IMAGE = os.environ.get("HCU_TEST_DESKTOP_IMAGE", "hcu-test-desktop:latest")
+"""The image under test (another tag while a change to it is being built)."""
 QEMU_RUNNER_IMAGE = "hcu-qemu-guest:tcg"
 """The QEMU stand-in asked to boot with TCG: this CI machine's /dev/kvm is PVM, which runs only PVM-enabled kernels
 natively (scripts/qemu-guest/README.md); `hcu-qemu-guest:latest` is the same image booting with KVM."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import os
 import re
 import struct
 import subprocess
@@ -31,11 +32,12 @@ from tests.session import unique_run_id
 
 pytestmark = pytest.mark.docker
 
-IMAGE = "hcu-test-desktop:latest"
+IMAGE = os.environ.get("HCU_TEST_DESKTOP_IMAGE", "hcu-test-desktop:latest")
+"""The image under test (another tag while a change to it is being built)."""
 BUILD_SCRIPT = Path(REPO_ROOT) / "scripts" / "test-desktop" / "build.sh"
 RUN_ID = unique_run_id("test-desktop-tests")
 PASSWORD = "pw-" + uuid.uuid4().hex[:8]
-IMAGE_BUDGET_BYTES = 800_000_000
+IMAGE_BUDGET_BYTES = 3_000_000_000
 HTTP_TIMEOUT_S = 30
 NS_STATE = "{https://accessibility.ubuntu.example.org/ns/state}"
 NS_COMPONENT = "{https://accessibility.ubuntu.example.org/ns/component}"
@@ -310,8 +312,7 @@ def test_scripts_sizes_and_paths(desktop: Desktop) -> None:
     assert desktop.post("/screen_size").json() == {"width": 1920, "height": 1080}
     assert desktop.post("/desktop_path").json() == {"desktop_path": "/home/user/Desktop"}
     assert desktop.get("/platform").text == "Linux"
-    recording = desktop.post("/start_recording")
-    assert recording.status_code == 500 and recording.json()["status"] == "error"
+    assert desktop.post("/end_recording").status_code == 400  # none running (recording: the contract tests)
 
 
 def test_open_file_opens_a_text_file_in_a_titled_window(desktop: Desktop) -> None:

@@ -88,9 +88,10 @@ def _pid_alive(pid: int) -> bool:
 
 
 def _container_ports(client: docker.DockerClient) -> tuple[set[str], set[int]]:
-    """Names of all containers and every host port any of them publishes."""
+    """Names of all containers and every host port any of them publishes (a container removed while the list is
+    read, e.g. by another run, is skipped instead of failing the allocation)."""
     names, ports = set(), set()
-    for container in client.containers.list(all=True):
+    for container in client.containers.list(all=True, ignore_removed=True):
         names.add(container.name)
         for bindings in (container.attrs.get("HostConfig", {}).get("PortBindings") or {}).values():
             ports.update(int(b["HostPort"]) for b in bindings or [] if b.get("HostPort"))
