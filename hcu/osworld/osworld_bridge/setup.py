@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 import orjson
 
-from hcu.osworld.errors import SetupError
+from hcu.osworld.errors import PhaseError, SetupError
 from hcu.osworld.osworld_bridge.assets import AssetCache, AssetError
 from hcu.osworld.osworld_bridge.process import OSWorldCodeError, OSWorldProcess, resolve_python
 from hcu.osworld.osworld_bridge.protocol import mask, one_line
@@ -64,10 +64,11 @@ class SetupStepRecord(Record):
 
 
 class SetupStepError(SetupError):
-    """A setup step failed; `records` holds every step run so far, the failed one last."""
+    """A setup step failed; `records` holds every step run so far, the failed one last. An asset missing from
+    an offline cache keeps its `configuration` class."""
 
-    def __init__(self, message: str, records: list[SetupStepRecord]) -> None:
-        super().__init__(message)
+    def __init__(self, message: str, records: list[SetupStepRecord], cause: PhaseError | None = None) -> None:
+        super().__init__(message, classification=cause.classification if cause else None)
         self.records = records
 
 
@@ -158,19 +159,20 @@ def run_steps(
         parameters = mask_values(step.get("parameters", {}), password)
         started = time.monotonic()
         error: str | None = None
+        cause: AssetError | None = None
         label = f"{what} {index} ({step_type})"
         try:
             prefill(step, cache_dir, assets)
             process.call("setup_step", {"step": step}, deadline_sec=step_deadline_sec, what=label)
         except AssetError as exc:
-            error = str(exc)
+            error, cause = str(exc), exc
         except OSWorldCodeError as exc:
             error = one_line(mask(str(exc).removeprefix(f"{label}: "), password))
         records.append(SetupStepRecord(index=index, type=step_type, parameters=parameters, ok=error is None,
                                        duration_sec=round(time.monotonic() - started, 3), error=error))
         if error is not None:
             shown = orjson.dumps(parameters).decode()
-            raise SetupStepError(f"{label} failed: {error}; parameters: {shown}", records)
+            raise SetupStepError(f"{label} failed: {error}; parameters: {shown}", records, cause)
     return records
 
 
@@ -194,18 +196,18 @@ def run_setup(
 
 def _run_v2_setup(process: OSWorldProcess, task: TaskDefinition, *, password: str, cache_dir: Path,
                   assets: AssetCache, deadline_sec: float) -> list[SetupStepRecord]:
-    started, error = time.monotonic(), None
+    started, error, cause = time.monotonic(), None, None
     label = "setup step 0 (task_class.setup)"
     try:
         for step in task.config:  # a class that keeps V1-style steps may download through them
             prefill(step, cache_dir, assets)
         process.call("v2_setup", task.v2_ref(), deadline_sec=deadline_sec, what=label)
     except AssetError as exc:
-        error = str(exc)
+        error, cause = str(exc), exc
     except OSWorldCodeError as exc:
         error = one_line(mask(str(exc).removeprefix(f"{label}: "), password))
     record = SetupStepRecord(index=0, type="task_class.setup", parameters={}, ok=error is None,
                              duration_sec=round(time.monotonic() - started, 3), error=error)
     if error is not None:
-        raise SetupStepError(f"{label} failed: {error}", [record])
+        raise SetupStepError(f"{label} failed: {error}", [record], cause)
     return [record]

@@ -69,7 +69,8 @@ class Executor(Protocol):
         """Remove the leftovers of every attempt of the run not in `live` (task id, attempt); returns them."""
 
     def close(self, run_done: bool) -> None:
-        """The queue stops; `run_done` when every task is final (then per-run services may stop too)."""
+        """The queue stops; `run_done` when nothing of the run is left running (every task is final, or launches
+        stopped for good): then per-run services may stop too."""
 
 
 class LocalExecutor:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import heapq
 import statistics
+from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
@@ -47,8 +48,7 @@ def expected_durations(config: RunConfig) -> dict[str, float]:
             result = result_if_readable(run_dir / "tasks" / task_id / "result.json")
             if result is None or result.duration_sec is None:
                 continue
-            policy = policy_for(result.failure_classification)
-            if policy is None or not policy.infrastructure:
+            if not policy_for(result.failure_classification).retry:  # a retried attempt's time is not the task's
                 seen.setdefault(task_id, []).append(result.duration_sec)
     return {task_id: statistics.median(durations) for task_id, durations in seen.items()}
 
@@ -66,6 +66,10 @@ class LaunchQueue:
 
     def pop(self) -> str:
         return heapq.heappop(self._heap)[1]
+
+    def __iter__(self) -> Iterator[str]:
+        """The pending task ids in launch order (without taking them)."""
+        return (task_id for _, task_id in sorted(self._heap))
 
     def __len__(self) -> int:
         return len(self._heap)
