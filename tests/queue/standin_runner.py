@@ -28,7 +28,7 @@ import orjson
 import requests
 
 from hcu.demo.stand_in import STAND_IN_TOKEN
-from hcu.gateway.scope_secret import key_id
+from hcu.gateway.scope_secret import key_id, load_or_create_key
 from hcu.osworld.attempt.identity import AttemptId
 from hcu.osworld.attempt.lease import lease_for_this_process
 from hcu.osworld.attempt.phases import PhaseLog
@@ -47,7 +47,7 @@ def secrets_seen(key_file: str | None, gateway: str | None, ask_gateway: bool) -
     seen: dict[str, object] = {"key_id": None, "key_mode": None, "gateway_key_id": None,
                                "credential_in_env": STAND_IN_TOKEN in os.environ.values()}
     if key_file is not None:
-        key = bytes.fromhex(Path(key_file).read_text().strip())
+        key = load_or_create_key(Path(key_file))  # as run_task's credential does (runner or gateway creates it)
         seen.update(key_id=key_id(key), key_mode=Path(key_file).stat().st_mode & 0o777, key_file=key_file,
                     key_in_argv=key.hex() in " ".join(sys.argv))
     if ask_gateway and gateway is not None:
