@@ -12,6 +12,7 @@ import pytest
 import ray
 
 from hcu.gateway.scope_secret import key_id, load_or_create_key
+from hcu.osworld.queue.panel import QueueStopped
 from hcu.osworld.summary.run_summary import summarize
 from tests.queue.ray_checks import manifest, peaks_by_node, results
 from tests.queue.ray_cluster import SESSION_NODES, UPSTREAM_TOKEN_ENV
@@ -211,3 +212,23 @@ def test_a_node_gateway_that_cannot_start_is_an_infrastructure_failure(ray_panel
     assert [note["failure_classification"] for note in notes] == ["gateway"] * 4
     assert "HCU_TEST_NOT_SET_ON_ANY_NODE is not set on node" in notes[0]["reason"]
     assert panel.events() == [], "no runner started without its gateway"
+
+
+def test_a_configuration_failure_stops_launches_on_ray(ray_panel):
+    """Issue 14's table on Ray: an attempt that ends on `configuration` on a node stops launches (nothing more
+    starts anywhere), is set aside, and the run's node agents stop; started again, the queue runs the rest."""
+    missing = {"status": "error", "score": None, "failure_classification": "configuration",
+               "failure_message": "kvm is missing on this node"}
+    tasks = ["c0", "c1", "c2"]
+    panel = ray_panel(tasks, max_active_tasks=1, outcomes={"c0": [missing, {"status": "completed", "score": 1.0}]})
+    with pytest.raises(QueueStopped) as stopped:
+        panel.run()
+    assert str(stopped.value) == "launches stopped: task c0: kvm is missing on this node"
+    assert [e["task_id"] for e in panel.events() if e["event"] == "start"] == ["c0"], "nothing more launched"
+    retry = panel.run_dir / "retries" / "c0-1"
+    assert orjson.loads((retry / "retry.json").read_bytes())["failure_classification"] == "configuration"
+    assert (retry / "placement.json").exists() and (retry / "result.json").exists(), "the node's result came home"
+    assert run_actors(panel.config.run_id) == [], "attempt actors and node agents are gone"
+    assert panel.run() == dict.fromkeys(tasks, "finished")
+    assert sorted((e["task_id"], e["attempt"]) for e in panel.events() if e["event"] == "start") == [
+        ("c0", 1), ("c0", 2), ("c1", 1), ("c2", 1)]
