@@ -19,6 +19,7 @@ from hcu import REPO_ROOT
 from hcu.demo.__main__ import DEFAULT_CONFIG, DEFAULT_POLICIES, run_demo
 from hcu.demo.stand_in import STAND_IN_TOKEN, free_port
 from hcu.gateway.scope_secret import key_id, load_or_create_key
+from hcu.osworld.attempt.identity import AttemptId
 from hcu.osworld.guest.bridge import bridge_address
 from hcu.osworld.queue.config import load_config
 from hcu.osworld.queue.panel import run_queue
@@ -110,7 +111,7 @@ def test_demo_through_ray_matches_local(tmp_path: Path, ray_cluster) -> None:
     rows = [orjson.loads(line) for line in (ray_dir / "gateway-tokens.jsonl").read_bytes().splitlines()]
     gateways: dict[str, set[str]] = {}
     for result in results(ray_dir):  # each attempt's rows came home once, from the gateway of its node
-        scope = f"{result['task_id']}.a{result['attempt']}"
+        scope = AttemptId(run_id=result["run_id"], task_id=result["task_id"], attempt=result["attempt"]).gateway_scope
         mine = [row for row in rows if row["task"] == scope]
         assert len(mine) == result["usage"]["requests"] and result["usage"]["requests"] > 0, scope
         meta = orjson.loads((ray_dir / "tasks" / result["task_id"] / "meta.json").read_bytes())
