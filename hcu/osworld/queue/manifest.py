@@ -145,6 +145,16 @@ def task_identity(config: RunConfig, task: TaskSpec) -> dict[str, Any]:
 
 
 def task_file_hashes(config: RunConfig) -> dict[str, dict[str, Any]]:
+    """Every task's identity. The checkout's V1 folder is looked up once (it asks an OSWorld process, ~0.1 s:
+    per task, a 1,107-task campaign waited two minutes before its first launch)."""
+    from hcu.osworld.errors import PhaseError
+    from hcu.osworld.tasks import default_v1_tasks_dir
+
+    if config.benchmark_version == "v1" and config.tasks_dir is None:
+        try:
+            config = config.model_copy(update={"tasks_dir": default_v1_tasks_dir(config.osworld_python)})
+        except PhaseError as exc:
+            return {task.id: {"error": str(exc)} for task in config.tasks}
     return {task.id: task_identity(config, task) for task in config.tasks}
 
 
