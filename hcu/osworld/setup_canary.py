@@ -2,6 +2,10 @@
 report.json, remove the guest. It also fills the asset cache, so a later `--offline-assets` run needs no
 network. With --run-evaluator the report holds the official evaluator's score of the untouched state.
 
+A canary cannot pass a broken setup: a guest answer that is not a success fails its step (as in run_task);
+after `launch`, `open` and `chrome_open_tabs` the application must really be there (canary/apps.py); and a
+getter that read nothing of the guest's state fails the canary ("the evaluator could not read the state").
+
 Exit status: 0 passed, 1 failed (report.json says why), 2 bad flags (one line, nothing started).
 """
 
@@ -18,8 +22,9 @@ from typing import Any, Literal
 from pydantic import Field
 
 from hcu.osworld.attempt.identity import AttemptId
+from hcu.osworld.canary.apps import AppCheck
 from hcu.osworld.defaults import BENCHMARKS, GUEST
-from hcu.osworld.errors import PhaseError
+from hcu.osworld.errors import EvaluatorError, PhaseError
 from hcu.osworld.guest.readiness import ReadinessStep
 from hcu.osworld.osworld_bridge.assets import AssetCache
 from hcu.osworld.osworld_bridge.evaluate import EvalResult, ensure_evaluator_loads, evaluate
@@ -59,9 +64,14 @@ class CanaryReport(Record):
     """The OSWorld code that ran setup and evaluation (its `desktop_env` package directory)."""
     osworld_python: str | None = None
     """The interpreter of the OSWorld process."""
+    hcu: str | None = None
+    """The hcu checkout whose code the OSWorld process ran."""
+    stand_ins: bool = False
+    """The task's files were generated stand-ins (`--asset-stand-ins`), not the real ones."""
     readiness: list[ReadinessStep] = []
     setup_steps: list[SetupStepRecord] = []
     evaluator: EvalResult | None = None
+    """Present once the evaluator returned a score ("evaluated"), even when the canary failed on a getter."""
     failure_classification: str | None = None
     error: str | None = None
     duration_sec: float = 0.0
@@ -123,13 +133,17 @@ def run(args: CanaryOptions, task: TaskDefinition) -> CanaryReport:
         password = spec.client_password
         with osworld_process(guest, cache_dir, osworld_python=args.osworld_python,
                              offline_assets=args.offline_assets, what=f"canary {task.id}") as osworld:
-            report.desktop_env, report.osworld_python = osworld.hello["desktop_env"], osworld.hello["python"]
+            hello = osworld.hello
+            report.desktop_env, report.osworld_python, report.hcu = hello["desktop_env"], hello["python"], hello["hcu"]
             ensure_evaluator_loads(osworld, task)
             report.setup_steps = run_setup(osworld, task, password=password, cache_dir=cache_dir, assets=assets,
-                                           step_deadline_sec=args.step_deadline)
+                                           step_deadline_sec=args.step_deadline, check=AppCheck(guest))
             if args.run_evaluator:
                 report.evaluator = evaluate(osworld, task, agent_last_action=None, password=password,
                                             cache_dir=cache_dir, assets=assets)
+        if report.evaluator is not None and report.evaluator.getters_read_nothing:
+            empty = "; ".join(f"{g.getter}: {g.reason}" for g in report.evaluator.getters_read_nothing)
+            raise EvaluatorError(f"the evaluator could not read the state: {empty}")
         report.status = "passed"
     except PhaseError as exc:
         report.readiness = report.readiness or list(getattr(exc, "readiness", []))

@@ -25,11 +25,21 @@ from hcu.osworld.tasks import TaskDefinition
 DEFAULT_DEADLINE_SEC = 600.0
 
 
+class EmptyGetter(BaseModel):
+    """A getter that read nothing of the guest's state (child/getter_state.py): OSWorld scored without it."""
+
+    getter: str
+    reason: str
+
+
 class EvalResult(BaseModel):
     score: float
     """What OSWorld's evaluator said: 0/1 for most V1 tasks, a partial credit in [0, 1] for V2 classes."""
     metric: str | list[str]
     details: dict[str, Any]
+    getters_read_nothing: list[EmptyGetter] = []
+    """Getters that returned None, raised FileNotFoundError, met a guest answer that was not a success or
+    logged an error: the score stands (it is OSWorld's), but nothing of the state was read by them."""
 
 
 def _getter_configs(evaluator: dict[str, Any]) -> list[dict[str, Any]]:
@@ -103,9 +113,10 @@ def evaluate(
                                   details)
     except (SetupStepError, AssetError, OSWorldCodeError) as exc:
         raise EvaluatorError(one_line(mask(f"task {task.id}: {exc}", password))) from None
+    empty = answer.pop("getters_read_nothing", [])
     details.update(answer)
     details["duration_sec"] = round(time.monotonic() - started, 3)
-    return EvalResult(score=answer["score"], metric=metric, details=details)
+    return EvalResult(score=answer["score"], metric=metric, details=details, getters_read_nothing=empty)
 
 
 def _evaluate_v1(process: OSWorldProcess, task: TaskDefinition, last_action: str | None, password: str,

@@ -138,6 +138,10 @@ class OSWorldProcess:
             return
         self._start()
         self.hello = self._request("hello", {}, START_DEADLINE_SEC, "starting the OSWorld process")
+        here = str(Path(protocol.__file__).resolve().parents[2])
+        if self.hello.get("hcu") != here:  # the child must run this checkout's code, not an installed copy's
+            self.kill()
+            raise OSWorldCodeError(f"the OSWorld process runs hcu from {self.hello.get('hcu')}, not {here}")
         if self.hello.get("desktop_env") is None:
             self.kill()
             raise OSWorldCodeError(f"osworld_python: {self.python} cannot import desktop_env (install OSWorld "

@@ -16,11 +16,12 @@ import os
 import shutil
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
 import orjson
+from pydantic import BaseModel
 
 from hcu.osworld.errors import SetupError
 from hcu.osworld.osworld_bridge.assets import AssetCache, AssetError
@@ -53,6 +54,21 @@ class GuestLike(Protocol):
     spec: _Spec
 
 
+class GuestAnswer(BaseModel):
+    """One request OSWorld's code sent the guest during a step, and what the guest answered."""
+
+    method: str
+    path: str
+    status: int | None
+    """HTTP status; None when no answer came back."""
+    ok: bool
+    message: str | None = None
+    """The guest's message for an answer that is not a success (the client password masked)."""
+    returncode: int | None = None
+    """An `/execute` answer's exit status: recorded, not judged (task commands such as `pkill` may exit 1)."""
+    file: str | None = None
+
+
 class SetupStepRecord(Record):
     index: int
     type: str
@@ -61,6 +77,14 @@ class SetupStepRecord(Record):
     duration_sec: float
     ok: bool
     error: str | None = None
+    guest_answers: list[GuestAnswer] = []
+    """Every request the step sent the guest (OSWorld's reachability probe left out)."""
+    checks: list[str] = []
+    """What was checked after the step beyond the guest's answers (the canary: the application is there)."""
+
+
+StepCheck = Callable[[dict[str, Any]], list[str]]
+"""Called after a step succeeded: returns what it verified, raises SetupError when the step's effect is missing."""
 
 
 class SetupStepError(SetupError):
@@ -149,25 +173,33 @@ def run_steps(
     assets: AssetCache,
     step_deadline_sec: float,
     what: str = "setup step",
+    check: StepCheck | None = None,
 ) -> list[SetupStepRecord]:
-    """Run `steps` in order, each as its own call; stop at the first failure with a `SetupStepError` naming
-    the step's index, type and parameters."""
+    """Run `steps` in order, each as its own call (then `check`, when given); stop at the first failure with a
+    `SetupStepError` naming the step's index, type and parameters. A guest answer that is not a success fails
+    the step (the OSWorld process sees every answer, including those OSWorld's controller only logs)."""
     records: list[SetupStepRecord] = []
     for index, step in enumerate(steps):
         step_type = str(step.get("type"))
         parameters = mask_values(step.get("parameters", {}), password)
         started = time.monotonic()
         error: str | None = None
+        answers: list[Any] = []
+        checked: list[str] = []
         label = f"{what} {index} ({step_type})"
         try:
             prefill(step, cache_dir, assets)
-            process.call("setup_step", {"step": step}, deadline_sec=step_deadline_sec, what=label)
-        except AssetError as exc:
-            error = str(exc)
+            answered = process.call("setup_step", {"step": step}, deadline_sec=step_deadline_sec, what=label)
+            answers = answered.get("answers", [])
+            if check is not None:
+                checked = check(step)
+        except (AssetError, SetupError) as exc:
+            error = one_line(mask(str(exc), password))
         except OSWorldCodeError as exc:
             error = one_line(mask(str(exc).removeprefix(f"{label}: "), password))
         records.append(SetupStepRecord(index=index, type=step_type, parameters=parameters, ok=error is None,
-                                       duration_sec=round(time.monotonic() - started, 3), error=error))
+                                       duration_sec=round(time.monotonic() - started, 3), error=error,
+                                       guest_answers=answers, checks=checked))
         if error is not None:
             shown = orjson.dumps(parameters).decode()
             raise SetupStepError(f"{label} failed: {error}; parameters: {shown}", records)
@@ -182,14 +214,15 @@ def run_setup(
     cache_dir: Path,
     assets: AssetCache,
     step_deadline_sec: float = 300,
+    check: StepCheck | None = None,
 ) -> list[SetupStepRecord]:
-    """The task's setup in the guest: a V1 task's `config` steps one by one, a V2 class's own `setup()` as one
-    step. Raises `SetupStepError` (a `SetupError`) on the first failure."""
+    """The task's setup in the guest: a V1 task's `config` steps one by one (each followed by `check`), a V2
+    class's own `setup()` as one step. Raises `SetupStepError` (a `SetupError`) on the first failure."""
     if task.kind == "v2_class":
         return _run_v2_setup(process, task, password=password, cache_dir=cache_dir, assets=assets,
                              deadline_sec=step_deadline_sec)
     return run_steps(process, task.config, password=password, cache_dir=cache_dir, assets=assets,
-                     step_deadline_sec=step_deadline_sec)
+                     step_deadline_sec=step_deadline_sec, check=check)
 
 
 def _run_v2_setup(process: OSWorldProcess, task: TaskDefinition, *, password: str, cache_dir: Path,
