@@ -26,8 +26,10 @@ from hcu.osworld.canary.apps import AppCheck
 from hcu.osworld.defaults import BENCHMARKS, GUEST
 from hcu.osworld.errors import EvaluatorError, PhaseError
 from hcu.osworld.guest.readiness import ReadinessStep
-from hcu.osworld.osworld_bridge.assets import AssetCache
+from hcu.osworld.osworld_bridge import stand_ins
+from hcu.osworld.osworld_bridge.assets import AssetCache, AssetError, stand_in_cache
 from hcu.osworld.osworld_bridge.evaluate import EvalResult, ensure_evaluator_loads, evaluate
+from hcu.osworld.osworld_bridge.process import OSWorldProcess
 from hcu.osworld.osworld_bridge.setup import (
     SetupStepError,
     SetupStepRecord,
@@ -87,6 +89,8 @@ class CanaryOptions(OSWorldSettings, AssetSettings, GuestSettings, TaskSettings)
     boot_timeout: float = Field(default=GUEST.boot_timeout_sec, gt=0)
     step_deadline: float = Field(default=300.0, gt=0)
     """Deadline of each setup step, in seconds."""
+    run_id: str | None = Field(default=None, pattern=SAFE_NAME)
+    """Label the guest with this run id (default: a fresh canary-<random> id); `cleanup --run-id` finds it."""
 
 
 def parse_args(argv: list[str] | None) -> CanaryOptions:
@@ -99,20 +103,33 @@ def parse_args(argv: list[str] | None) -> CanaryOptions:
         parser.error(f"--tasks-dir: {args.tasks_dir} is not a folder")
     if args.result_dir.exists() and not args.result_dir.is_dir():
         parser.error(f"--result-dir: {args.result_dir} exists and is not a folder")
-    version = BENCHMARKS[args.benchmark_version]
-    return args.model_copy(update={
+    if args.asset_stand_ins:
+        try:
+            stand_in_cache(args.asset_cache)
+        except AssetError as exc:
+            parser.error(str(exc))
+    return args.model_copy(update=guest_defaults(args, args.benchmark_version))
+
+
+def guest_defaults(args: GuestSettings, benchmark_version: str) -> dict[str, Any]:
+    """The guest settings with the benchmark version's defaults filled (the canary's and the sweep's)."""
+    version = BENCHMARKS[benchmark_version]
+    return {
         "guest_image": args.guest_image.resolve() if args.guest_image else None,
         "test_desktop": args.test_desktop_image,
         "volume_size": args.volume_size or version.volume_size,
         "client_password": version.client_password if args.client_password is None else args.client_password,
-    })
+    }
 
 
 def _raise_on_sigterm(signum: int, frame: Any) -> None:
     raise SystemExit(128 + signum)  # unwinds through `finally`, so the guest is removed
 
 
-def run(args: CanaryOptions, task: TaskDefinition) -> CanaryReport:
+def run(args: CanaryOptions, task: TaskDefinition, osworld_process_to_reuse: OSWorldProcess | None = None
+        ) -> CanaryReport:
+    """One canary, report.json written whatever happens; the guest is always removed. A sweep passes its
+    worker's running OSWorld process, opened on this canary's guest instead of starting one."""
     from hcu.osworld.guest.lifecycle import GuestSpec, remove_guest, start_guest
 
     spec = GuestSpec.for_settings(args)
@@ -121,21 +138,25 @@ def run(args: CanaryOptions, task: TaskDefinition) -> CanaryReport:
         task_domain=task.domain, task_sha256=task.sha256, guest_kind=spec.kind, guest_image=spec.image,
         volume_size_gb=spec.volume_size_gb,
     )
-    attempt = AttemptId(run_id=f"canary-{uuid.uuid4().hex[:12]}", task_id=task.id, attempt=1)
+    attempt = AttemptId(run_id=args.run_id or f"canary-{uuid.uuid4().hex[:12]}", task_id=task.id, attempt=1)
     started = time.monotonic()
     guest = None
     try:
+        assets = AssetCache.configured(args.asset_cache, offline=args.offline_assets, mirror=args.asset_mirror,
+                                       stand_ins=args.asset_stand_ins)
+        report.stand_ins = assets.stand_ins
         work_dir = args.result_dir / "work"
         guest = start_guest(spec, attempt, work_dir=work_dir, boot_timeout_sec=args.boot_timeout)
         report.readiness = list(guest.readiness)
         cache_dir = task_cache_dir(args.result_dir / ".osworld-cache", task)
-        assets = AssetCache.configured(args.asset_cache, offline=args.offline_assets, mirror=args.asset_mirror)
         password = spec.client_password
-        with osworld_process(guest, cache_dir, osworld_python=args.osworld_python,
-                             offline_assets=args.offline_assets, what=f"canary {task.id}") as osworld:
+        with osworld_process(guest, cache_dir, osworld_python=args.osworld_python, offline_assets=assets.offline,
+                             what=f"canary {task.id}", reuse=osworld_process_to_reuse) as osworld:
             hello = osworld.hello
             report.desktop_env, report.osworld_python, report.hcu = hello["desktop_env"], hello["python"], hello["hcu"]
             ensure_evaluator_loads(osworld, task)
+            if assets.stand_ins:
+                stand_ins.provide(osworld, task, assets)
             report.setup_steps = run_setup(osworld, task, password=password, cache_dir=cache_dir, assets=assets,
                                            step_deadline_sec=args.step_deadline, check=AppCheck(guest))
             if args.run_evaluator:

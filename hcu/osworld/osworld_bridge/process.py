@@ -99,9 +99,13 @@ class OSWorldProcess:
         self.close()
 
     def open(self, **context: Any) -> dict[str, Any]:
-        """Tell the child which guest and cache the next calls use; replayed into every restarted child."""
+        """Tell the child which guest and cache the next calls use; replayed into every restarted child. A
+        running child is told at once (a sweep reuses one child, and its loaded OSWorld code, for many guests)."""
         self._context = context
-        self._ensure_started()
+        if self._proc is not None and self._proc.poll() is None:
+            self._last_open = self._request("open", context, OPEN_DEADLINE_SEC, "loading OSWorld's code")
+        else:
+            self._ensure_started()
         return self._last_open
 
     def call(self, op: str, args: dict[str, Any], *, deadline_sec: float, what: str) -> Any:

@@ -116,12 +116,14 @@ def task_cache_dir(osworld_cache_dir: Path, task: TaskDefinition) -> Path:
 
 @contextlib.contextmanager
 def osworld_process(
-    guest: GuestLike, cache_dir: Path, *, osworld_python: Path | None, offline_assets: bool, what: str
+    guest: GuestLike, cache_dir: Path, *, osworld_python: Path | None, offline_assets: bool, what: str,
+    reuse: OSWorldProcess | None = None,
 ) -> Iterator[OSWorldProcess]:
-    """An OSWorld process opened on `guest` (started now, so its import time is not charged to a step)."""
+    """An OSWorld process opened on `guest` (started now, so its import time is not charged to a step). With
+    `reuse`, that running process is opened on `guest` instead, and left running afterwards."""
     password = guest.spec.client_password
-    process = OSWorldProcess(resolve_python(osworld_python), work_dir=cache_dir.parent / ".osworld-process",
-                             secret=password, what=what)
+    process = reuse or OSWorldProcess(resolve_python(osworld_python), work_dir=cache_dir.parent / ".osworld-process",
+                                      secret=password, what=what)
     try:
         process.open(
             guest={"host": guest.host, "api": guest.ports.api, "cdp": guest.ports.cdp, "vnc": guest.ports.vnc,
@@ -129,10 +131,15 @@ def osworld_process(
             cache_dir=str(cache_dir), client_password=password, offline=offline_assets,
         )
         yield process
-    except BaseException:  # a failure or an interruption (SIGTERM) stops whatever OSWorld's code was doing
+    except Exception:  # a failure stops whatever OSWorld's code was doing; a reused child is idle between calls
+        if reuse is None:
+            process.kill()
+        raise
+    except BaseException:  # an interruption (SIGTERM)
         process.kill()
         raise
-    process.close()
+    if reuse is None:
+        process.close()
 
 
 def osworld_download_target(cache_dir: Path, url: str, guest_path: str) -> Path:

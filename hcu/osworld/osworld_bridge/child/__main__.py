@@ -70,10 +70,13 @@ class Session:
     def op_open(self, guest: dict[str, Any], cache_dir: str, client_password: str, offline: bool) -> dict:
         self.ctx = v1.GuestContext(cache_dir=cache_dir, client_password=client_password, **guest)
         Path(cache_dir).mkdir(parents=True, exist_ok=True)
-        if offline and self.proxy is None:
-            self.proxy = RefusingProxy()
+        if offline:
+            self.proxy = self.proxy or RefusingProxy()
             self.proxy.install([self.ctx.host])
+        elif self.proxy is not None:
+            self.proxy.uninstall()
         self.env = v1.build_env(self.ctx)
+        quiet_telemetry()
         self.watch = Watch(self.ctx.host, client_password)
         return {"offline_proxy": self.proxy.url if self.proxy else None}
 
@@ -95,6 +98,11 @@ class Session:
         env = self._env()
         assert self.watch is not None
         return {**v1.evaluate(env, task, last_action, self.watch), "refused": self._refused()}
+
+    def op_stand_in(self, url: str, names: list[str], target: str) -> dict[str, str]:
+        from hcu.osworld.osworld_bridge.child import stand_in_files
+
+        return stand_in_files.make(url, names, target)
 
     def op_check_names(self, metrics: list[str], getters: list[str]) -> dict[str, Any]:
         return v1.check_names(metrics, getters)
@@ -120,6 +128,14 @@ class Session:
         task, env = self._v2(task_id, tasks_dir), self._env()
         v2.prepare_env(env, task)
         return {**v2.run_evaluate(task, env, last_action), "refused": self._refused()}
+
+
+def quiet_telemetry() -> None:
+    """onnxruntime (imported by OSWorld's metrics through PyMuPDF) sends usage events to Microsoft on its own;
+    offline they are refused, and the refusal would read as a fetch the task attempted."""
+    onnxruntime = sys.modules.get("onnxruntime")
+    if onnxruntime is not None and hasattr(onnxruntime, "disable_telemetry_events"):
+        onnxruntime.disable_telemetry_events()
 
 
 def serve(requests: BinaryIO, answers: BinaryIO) -> None:

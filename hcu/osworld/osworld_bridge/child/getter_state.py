@@ -57,6 +57,7 @@ class GetterCall:
             logger.removeHandler(errors)
             reasons += [f"guest: {e.line()}" for e in failures(self.watch.since(mark), skip_probe=False)]
             reasons += [f"logged: {m}" for m in errors.messages]
+            reasons = list(dict.fromkeys(reasons))  # OSWorld retries a fetch: the same line, several times
             self.calls.append({"getter": self.label, "read_nothing": bool(reasons),
                                "reasons": reasons[:REASONS_KEPT]})
 

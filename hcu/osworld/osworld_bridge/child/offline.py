@@ -51,6 +51,11 @@ class RefusingProxy:
         bypass = ",".join(dict.fromkeys([*reachable_hosts, "127.0.0.1", "localhost"]))
         os.environ["NO_PROXY"] = os.environ["no_proxy"] = bypass
 
+    def uninstall(self) -> None:
+        """Let this process's clients go direct again (a later guest context without offline assets)."""
+        for name in (*PROXY_VARIABLES, "NO_PROXY", "no_proxy"):
+            os.environ.pop(name, None)
+
     def take_refused(self) -> list[str]:
         """The URLs refused since the last call."""
         taken, self.refused = self.refused, []
