@@ -170,6 +170,7 @@ class AttemptSettings(GatewaySettings, LimitSettings, AgentSettings, OSWorldSett
             "artifact_dir": absolute(base, self.artifact_dir or REPO_ROOT / "artifacts"),
             "asset_cache": absolute(base, self.asset_cache or REPO_ROOT / (
                 "assets-stand-ins" if self.asset_stand_ins else "assets")),
+            "offline_assets": self.offline_assets or self.asset_stand_ins,
         }
         for key in ("guest_image", "tasks_dir", "agent_binary", "mcp_binary", "token_log", "scope_key_file"):
             value = getattr(self, key)

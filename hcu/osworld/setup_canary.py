@@ -21,8 +21,8 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from hcu.osworld.attempt.app_check import AppCheck
 from hcu.osworld.attempt.identity import AttemptId
-from hcu.osworld.canary.apps import AppCheck
 from hcu.osworld.defaults import BENCHMARKS, GUEST
 from hcu.osworld.errors import EvaluatorError, PhaseError
 from hcu.osworld.guest.readiness import ReadinessStep

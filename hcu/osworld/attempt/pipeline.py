@@ -21,6 +21,7 @@ from hcu.computer_use.channels import parse_channels
 from hcu.osworld.agents import get_adapter
 from hcu.osworld.agents.base import AgentContext
 from hcu.osworld.attempt.agent_phase import AgentLimits, AgentOutcome, run_agent
+from hcu.osworld.attempt.app_check import AppCheck
 from hcu.osworld.attempt.identity import AttemptId
 from hcu.osworld.attempt.isolation import prepare_agent, remove_inherited, upload_plan
 from hcu.osworld.attempt.lease import lease_for_this_process
@@ -35,6 +36,7 @@ from hcu.osworld.errors import EvaluatorError, PhaseError
 from hcu.osworld.guest.api import GuestAPIError
 from hcu.osworld.guest.bridge import bridge_address
 from hcu.osworld.guest.lifecycle import Guest, GuestSpec, remove_guest, start_guest
+from hcu.osworld.osworld_bridge import stand_ins
 from hcu.osworld.osworld_bridge.assets import AssetCache
 from hcu.osworld.osworld_bridge.evaluate import ensure_evaluator_loads, evaluate
 from hcu.osworld.osworld_bridge.process import OSWorldCodeError, OSWorldProcess, resolve_python
@@ -132,11 +134,16 @@ class _Attempt:
             self.meta["artifacts"] = _artifact_identity(o.artifact_dir, AGENTS[o.agent].artifacts, o.mcp_binary)
             prepare_agent(api, plan, GUEST_HOME)
         cache_dir = task_cache_dir(self.result_dir / ".osworld-cache", task)
-        assets = AssetCache.configured(o.asset_cache, offline=o.offline_assets, mirror=o.asset_mirror)
+        assets = AssetCache.configured(o.asset_cache, offline=o.offline_assets, mirror=o.asset_mirror,
+                                       stand_ins=o.asset_stand_ins)
+        result.stand_ins = assets.stand_ins  # generated task files: marked, never part of a scored run
         with phase("setup"), self._osworld(cache_dir, "setup") as osworld:
             ensure_evaluator_loads(osworld, task)  # a task that can never be scored spends no agent budget
+            if assets.stand_ins:
+                stand_ins.provide(osworld, task, assets)
             self.meta["setup_steps"] = [s.model_dump(mode="json") for s in run_setup(
-                osworld, task, password=spec.client_password, cache_dir=cache_dir, assets=assets)]
+                osworld, task, password=spec.client_password, cache_dir=cache_dir, assets=assets,
+                check=AppCheck(self.guest))]
         with phase("probe"):
             self.meta["gateway_health"] = check_gateway_from_guest(api, o.gateway, o.max_model_calls)
             if unprotected := check_scope_key(self.meta["gateway_health"], credential, o.gateway):
@@ -166,6 +173,7 @@ class _Attempt:
                 self._screenshot("final-after-eval.png")
         result.status = "completed"
         result.evaluator_score = scored.score
+        result.getters_read_nothing = scored.getters_read_nothing  # the score stands; summary.md lists them
         budget_or_timeout = outcome.termination_reason in ("max_model_calls", "timeout")
         result.score = 0.0 if budget_or_timeout else scored.score
 

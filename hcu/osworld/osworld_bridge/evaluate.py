@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from hcu.osworld.attempt.result import EmptyGetter
 from hcu.osworld.errors import EvaluatorError
 from hcu.osworld.osworld_bridge.assets import AssetCache, AssetError, is_url
 from hcu.osworld.osworld_bridge.process import OSWorldCodeError, OSWorldProcess
@@ -23,13 +24,6 @@ from hcu.osworld.osworld_bridge.setup import SetupStepError, place, run_steps
 from hcu.osworld.tasks import TaskDefinition
 
 DEFAULT_DEADLINE_SEC = 600.0
-
-
-class EmptyGetter(BaseModel):
-    """A getter that read nothing of the guest's state (child/getter_state.py): OSWorld scored without it."""
-
-    getter: str
-    reason: str
 
 
 class EvalResult(BaseModel):

@@ -46,6 +46,9 @@ class TaskRow:
     cached_input_tokens: int = 0
     output_tokens: int = 0
     reasoning_tokens: int = 0
+    getters_read_nothing: str = ""
+    """The getters that read nothing of the state (comma list): the score stands, summary.md lists the task."""
+    stand_ins: bool = False
 
     @property
     def valid(self) -> bool:
@@ -104,6 +107,8 @@ def task_row(config: RunConfig, tasks_dir: str, index: int, retries: Counter[str
     row.termination = result.termination_reason or ""
     row.failure_class = result.failure_classification or ""
     row.duration_sec = _duration(result)
+    row.getters_read_nothing = ", ".join(g.getter for g in result.getters_read_nothing)
+    row.stand_ins = result.stand_ins
     usage = result.usage
     if usage is not None:
         row.model_calls, row.usage_accounted = usage.model_calls, usage.fully_accounted

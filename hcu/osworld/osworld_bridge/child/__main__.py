@@ -68,6 +68,7 @@ class Session:
                 "hcu": str(Path(protocol.__file__).resolve().parents[2])}
 
     def op_open(self, guest: dict[str, Any], cache_dir: str, client_password: str, offline: bool) -> dict:
+        quiet_telemetry()  # before the offline proxy: its refusals must name fetches of the task's, not this
         self.ctx = v1.GuestContext(cache_dir=cache_dir, client_password=client_password, **guest)
         Path(cache_dir).mkdir(parents=True, exist_ok=True)
         if offline:
@@ -76,7 +77,6 @@ class Session:
         elif self.proxy is not None:
             self.proxy.uninstall()
         self.env = v1.build_env(self.ctx)
-        quiet_telemetry()
         self.watch = Watch(self.ctx.host, client_password)
         return {"offline_proxy": self.proxy.url if self.proxy else None}
 
@@ -133,8 +133,11 @@ class Session:
 def quiet_telemetry() -> None:
     """onnxruntime (imported by OSWorld's metrics through PyMuPDF) sends usage events to Microsoft on its own;
     offline they are refused, and the refusal would read as a fetch the task attempted."""
-    onnxruntime = sys.modules.get("onnxruntime")
-    if onnxruntime is not None and hasattr(onnxruntime, "disable_telemetry_events"):
+    try:
+        import onnxruntime
+    except ImportError:
+        return
+    if hasattr(onnxruntime, "disable_telemetry_events"):
         onnxruntime.disable_telemetry_events()
 
 

@@ -24,6 +24,9 @@ from pathlib import Path, PurePosixPath
 
 THUNDERBIRD_PROFILE = "t5q2a5hp.default-release"
 """The profile folder the official tasks' Thunderbird archives hold (their evaluators read files in it)."""
+THUNDERBIRD_INSTALL = "FDC34C9F024745EB"
+"""Thunderbird picks the profile its installation's section names (a hash of the install folder; this is the one
+of /usr/lib/thunderbird, where Debian's and Ubuntu's packages put it); without it, it makes a profile of its own."""
 
 
 class Seed:
@@ -198,16 +201,17 @@ def _zip(seed: Seed, path: Path) -> None:
 
 
 def _tar(seed: Seed, path: Path) -> None:
-    name = path.name.lower()
+    name = PurePosixPath(seed.name).name.lower()
     members: dict[str, bytes | None]
     if "thunderbird" in name:
         members = {".thunderbird": None, f".thunderbird/{THUNDERBIRD_PROFILE}": None,
                    ".thunderbird/profiles.ini": _PROFILES_INI.encode(),
-                   f".thunderbird/{THUNDERBIRD_PROFILE}/prefs.js": b'user_pref("hcu.stand_in", true);\n'}
+                   ".thunderbird/installs.ini": _INSTALLS_INI.encode(),
+                   f".thunderbird/{THUNDERBIRD_PROFILE}/prefs.js": _THUNDERBIRD_PREFS.encode()}
     else:
         stem = name.split(".")[0] or "stand-in"
         members = {stem: None, f"{stem}/README.txt": f"{seed.label}\n".encode()}
-    mode = "w:xz" if name.endswith((".xz", ".txz")) else "w:gz" if name.endswith((".gz", ".tgz")) else "w"
+    mode = {".xz": "w:xz", ".txz": "w:xz", ".gz": "w:gz", ".tgz": "w:gz"}.get(path.suffix.lower(), "w")
     with tarfile.open(path, mode) as archive:
         for member, content in members.items():
             info = tarfile.TarInfo(member)
@@ -280,7 +284,13 @@ def make(url: str, names: list[str], target: str) -> dict[str, str]:
     return {"kind": kind or "bytes"}
 
 
-_PROFILES_INI = f"""[Profile0]
+_INSTALL_SECTION = f"""Default={THUNDERBIRD_PROFILE}
+Locked=1
+"""
+_INSTALLS_INI = f"[{THUNDERBIRD_INSTALL}]\n{_INSTALL_SECTION}"
+_PROFILES_INI = f"""[Install{THUNDERBIRD_INSTALL}]
+{_INSTALL_SECTION}
+[Profile0]
 Name=default-release
 IsRelative=1
 Path={THUNDERBIRD_PROFILE}
@@ -290,6 +300,13 @@ Default=1
 StartWithLastProfile=1
 Version=2
 """
+_THUNDERBIRD_PREFS = "".join(f'user_pref("{key}", {json.dumps(value)});\n' for key, value in {
+    # one account, Local Folders (the tasks' real profiles hold mail accounts besides it)
+    "mail.accountmanager.accounts": "account1", "mail.accountmanager.localfoldersserver": "server1",
+    "mail.account.account1.server": "server1", "mail.server.server1.type": "none",
+    "mail.server.server1.hostname": "Local Folders", "mail.server.server1.name": "Local Folders",
+    "mail.server.server1.userName": "nobody", "mail.server.server1.directory-rel": "[ProfD]Mail/Local Folders",
+}.items())
 _EPUB_CONTAINER = ('<?xml version="1.0"?><container version="1.0" '
                    'xmlns="urn:oasis:names:tc:opendocument:xmlns:container"><rootfiles>'
                    '<rootfile full-path="content.opf" media-type="application/oebps-package+xml"/>'

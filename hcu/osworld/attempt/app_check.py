@@ -1,9 +1,11 @@
 """After a setup step that starts an application, check that the application is really there.
 
 The guest answers `launch` as soon as the process is spawned, so a step can succeed while the application
-dies at start. After `launch`, `open` and `chrome_open_tabs` the canary polls (with a deadline, never a fixed
-sleep) for what OSWorld's getters will later read: a window of the application, Chrome's debugging port (CDP)
-answering on the leased host port and its profile written, VLC's HTTP interface, the tabs a step opened.
+dies at start. After `launch`, `open` and `chrome_open_tabs`, setup (the canary's and run_task's) polls, with
+a deadline and never a fixed sleep, for what OSWorld's getters will later read: a window of the application
+(not its splash), Chrome's debugging port (CDP) answering on the leased host port and its profile written,
+VLC's HTTP interface, the tabs a step opened. So the agent starts on a desktop whose applications are up (what
+OSWorld's own runner waits 60 s for after reset), and a canary cannot pass an application that never came.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ VLC_PASSWORD = "password"
 """What OSWorld's VLC getters send (the official guest's VLC HTTP password)."""
 CHROME_PREFERENCES = "/home/user/.config/google-chrome/Default/Preferences"
 """The profile file OSWorld's Chrome getters read: Chrome writes it some seconds after it starts."""
+SPLASHES = {"gimp": "GIMP Startup"}
+"""Windows an application shows while it is still loading (titles, by program)."""
 MEDIA = {".mp4", ".mp3", ".wav", ".avi", ".mkv", ".webm", ".ogg", ".flac", ".m4a", ".mov"}
 
 
@@ -97,9 +101,11 @@ class AppCheck:
             "nautilus": ("Files", "nautilus"), "evince": ("Document Viewer", "evince"),
             "code": ("VS Code", "code.code"),
         }
-        if program in windows:
-            return [self._window(*windows[program])]
-        return []
+        if program not in windows:
+            return []
+        opened = [PurePosixPath(w.rstrip("/")) for w in words[1:] if w.startswith(("/", "~/"))]
+        return [self._window(*windows[program], splash=SPLASHES.get(program))] + [
+            self._window(p.stem, p.stem, titled=True) for p in opened]
 
     def _for_open(self, raw: str) -> list[Expectation]:
         path = PurePosixPath(raw.rstrip("/"))
@@ -110,11 +116,12 @@ class AppCheck:
 
     # Probes ------------------------------------------------------------------------------------------------------
 
-    def _window(self, name: str, text: str, titled: bool = False) -> Expectation:
+    def _window(self, name: str, text: str, titled: bool = False, splash: str | None = None) -> Expectation:
         """A window whose `wmctrl -lx` line (class, host, title: a class may hold spaces) contains `text`
-        (case-insensitive unless `titled`: then a window titled with a file's name)."""
+        (case-insensitive unless `titled`: then a window titled with a file's name); a start-up splash
+        window (its title ends with `splash`) does not count."""
         def probe() -> str | None:
-            lines = self._window_lines()
+            lines = [line for line in self._window_lines() if not (splash and line.endswith(splash))]
             if any((text in line) if titled else (text.lower() in line.lower()) for line in lines):
                 return None
             return "windows: " + (" | ".join(lines) or "none")
