@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from hcu.osworld.attempt.app_check import AppCheck
+from hcu.osworld.attempt.app_check import APP_START_SEC, AppCheck
 from hcu.osworld.attempt.identity import AttemptId
 from hcu.osworld.defaults import BENCHMARKS, GUEST
 from hcu.osworld.errors import EvaluatorError, PhaseError
@@ -89,6 +89,8 @@ class CanaryOptions(OSWorldSettings, AssetSettings, GuestSettings, TaskSettings)
     boot_timeout: float = Field(default=GUEST.boot_timeout_sec, gt=0)
     step_deadline: float = Field(default=300.0, gt=0)
     """Deadline of each setup step, in seconds."""
+    app_deadline: float = Field(default=APP_START_SEC, gt=0)
+    """Seconds an application may take to show up after the step that starts it."""
     run_id: str | None = Field(default=None, pattern=SAFE_NAME)
     """Label the guest with this run id (default: a fresh canary-<random> id); `cleanup --run-id` finds it."""
 
@@ -158,7 +160,8 @@ def run(args: CanaryOptions, task: TaskDefinition, osworld_process_to_reuse: OSW
             if assets.stand_ins:
                 stand_ins.provide(osworld, task, assets)
             report.setup_steps = run_setup(osworld, task, password=password, cache_dir=cache_dir, assets=assets,
-                                           step_deadline_sec=args.step_deadline, check=AppCheck(guest))
+                                           step_deadline_sec=args.step_deadline,
+                                           check=AppCheck(guest, args.app_deadline))
             if args.run_evaluator:
                 report.evaluator = evaluate(osworld, task, agent_last_action=None, password=password,
                                             cache_dir=cache_dir, assets=assets)

@@ -100,7 +100,10 @@ def _odf(seed: Seed, path: Path) -> None:
 
 
 def _pdf(seed: Seed, path: Path) -> None:
-    import pymupdf as fitz
+    try:
+        import pymupdf as fitz
+    except ImportError:  # PyMuPDF before 1.24 has only its old name, the one OSWorld's metrics import
+        import fitz
 
     document = fitz.open()
     page = document.new_page()
