@@ -55,6 +55,9 @@ class AppCheck:
 
     def __init__(self, guest: Guest, deadline_sec: float = APP_START_SEC) -> None:
         self.guest, self.deadline_sec = guest, deadline_sec
+        self._debugging_chrome = self._bridge = False
+        """Chrome launched with a debugging port, and the tasks' socat bridge to it: CDP answers once both ran
+        (in either order: some tasks start the bridge first and leave Chrome to the agent)."""
 
     def __call__(self, step: dict[str, Any]) -> list[str]:
         expectations = self.expectations(step)
@@ -90,9 +93,11 @@ class AppCheck:
             return []
         program = PurePosixPath(words[0]).name
         if program in ("google-chrome", "google-chrome-stable", "chromium"):
-            return [self._window("Google Chrome", "Google-chrome"), self._chrome_profile()]
+            self._debugging_chrome |= any(w.startswith("--remote-debugging-port") for w in words)
+            return [self._window("Google Chrome", "Google-chrome"), self._chrome_profile(), *self._cdp_once_bridged()]
         if program == "socat" and any(w.startswith("tcp-listen:9222") for w in words):
-            return [self._cdp()]
+            self._bridge = True
+            return self._cdp_once_bridged() or [self._process("socat's bridge to Chrome's debugging port", "socat")]
         if program in ("vlc", "cvlc"):
             return [self._window("VLC", "VLC media player"), self._vlc_http()]
         windows = {  # program: (application, what its windows' `wmctrl -lx` lines contain)
@@ -131,6 +136,15 @@ class AppCheck:
     def _window_lines(self) -> list[str]:
         listing = self._execute(["wmctrl", "-lx"])
         return [line.split(None, 2)[2] for line in listing.splitlines() if len(line.split(None, 2)) == 3]
+
+    def _cdp_once_bridged(self) -> list[Expectation]:
+        return [self._cdp()] if self._debugging_chrome and self._bridge else []
+
+    def _process(self, what: str, name: str) -> Expectation:
+        def probe() -> str | None:
+            return None if self._execute(["pgrep", "-x", name], output=False) == "0" else f"no process {name}"
+
+        return Expectation(f"{what} running", probe)
 
     def _chrome_profile(self) -> Expectation:
         def probe() -> str | None:
