@@ -11,7 +11,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +32,9 @@ class StandIn:
     gateway_url: str
     token_log: Path
     upstream_url: str
+    restart_gateway: Callable[[Callable[[], None] | None], None]
+    """Stop the gateway, call the argument (if any) while it is down, and start it again on the same port and
+    token log (it restores its counters from the log)."""
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -58,17 +61,33 @@ def scripted_stack(agent: str, policies: Path, *, token_log: Path, max_model_cal
         _wait_tcp("127.0.0.1", up_port, procs[-1])
         argv, env = _gateway_command(provider, host, gw_port, up_port, token_log, max_model_calls,
                                      rate_limit_max_wait, scope_key_file)
-        procs.append(_spawn(argv, log_dir / "gateway.log", env))
         gateway_url = f"http://{host}:{gw_port}"
-        _wait_healthz(gateway_url, procs[-1])
-        yield StandIn(gateway_url=gateway_url, token_log=token_log, upstream_url=upstream_url)
+
+        def start_gateway() -> None:
+            procs.append(_spawn(argv, log_dir / "gateway.log", env))
+            _wait_healthz(gateway_url, procs[-1])
+
+        def restart_gateway(while_down: Callable[[], None] | None = None) -> None:
+            _stop(procs.pop())
+            if while_down is not None:
+                while_down()
+            start_gateway()
+
+        start_gateway()
+        yield StandIn(gateway_url=gateway_url, token_log=token_log, upstream_url=upstream_url,
+                      restart_gateway=restart_gateway)
     finally:
         for proc in reversed(procs):
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            _stop(proc)
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def _gateway_command(provider: str, host: str, port: int, up_port: int, token_log: Path, max_calls: int,

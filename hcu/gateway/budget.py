@@ -72,6 +72,7 @@ class Budget:
 
     def __init__(self, max_requests_per_task: int) -> None:
         self.limit = max_requests_per_task
+        """0 = no budget (the run config's max_model_calls: 0)."""
         self.tasks: dict[str, TaskState] = {}
 
     def state(self, task: str) -> TaskState:
@@ -84,6 +85,9 @@ class Budget:
         """Reserve one call for `task`; False when its budget is used up. Waits while in-flight requests
         hold the remaining calls, because one of them may fail and free its slot."""
         st = self.state(task)
+        if not self.limit:
+            st.in_flight += 1
+            return True
         while True:
             if st.calls_used >= self.limit:
                 return False

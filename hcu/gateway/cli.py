@@ -46,6 +46,12 @@ def _positive_int(value: str) -> int:
     return int(value)
 
 
+def _budget(value: str) -> int:
+    if not value.isdigit():
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0 (0 = no budget), got {value!r}")
+    return int(value)
+
+
 def _seconds(value: str) -> float:
     try:
         sec = float(value)
@@ -71,7 +77,8 @@ def parser(prog: str, multi_port: bool) -> argparse.ArgumentParser:
     else:
         p.add_argument("--port", required=True, type=lambda v: _ports(v)[0])
     p.add_argument("--out", required=True, type=Path)
-    p.add_argument("--max-requests-per-task", required=True, type=_positive_int)
+    p.add_argument("--max-requests-per-task", required=True, type=_budget,
+                   help="successful generations allowed per task scope (0 = no budget)")
     p.add_argument("--rate-limit-max-wait", type=_seconds, default=300.0)
     p.add_argument("--scope-key-file", type=Path, help="serve a task scope only to requests carrying its secret "
                    "(an HMAC of the scope under this key; created when missing); the runner's --scope-key-file")

@@ -41,6 +41,9 @@ class StreamRelay:
         self.parser = SseParser()
         self.response: web.StreamResponse | None = None
         self.delivered = False
+        self.limited_late = False
+        """A rate limit that came after content was forwarded: too late to resend, still a rate limit (it
+        neither counts toward the five-failures rule nor reads as a failed generation)."""
 
     async def run(self) -> web.StreamResponse | None:
         """The forwarded stream, or None when it was rate-limited before anything was forwarded."""
@@ -51,7 +54,7 @@ class StreamRelay:
                 events, ready = self.parser.feed(chunk)
                 if self.response is not None:
                     for name, data in events:
-                        watch.event(name, data)
+                        self.limited_late |= watch.event(name, data) is Signal.RATE_LIMIT
                     if ready:
                         await self.write(ready)
                     continue
@@ -59,6 +62,7 @@ class StreamRelay:
                 for name, data in events:
                     signal = watch.event(name, data)
                     if decided:
+                        self.limited_late |= signal is Signal.RATE_LIMIT
                         continue
                     if signal is Signal.RATE_LIMIT:  # nothing forwarded yet: retryable
                         hint = hint_from_headers(self.up.headers)
@@ -84,7 +88,7 @@ class StreamRelay:
         if watch.finish():
             x.outcome = "success"
         else:
-            x.outcome = "failed"
+            x.outcome = "rate_limited" if self.limited_late else "failed"
             if not watch.errored:
                 end = x.s.provider.error_event(x.rest, "upstream_disconnected",
                                                "upstream stream ended before completing")

@@ -1,7 +1,9 @@
-"""The one error table: every failure class, where it comes from, and what retry, grading and summaries do.
+"""The one error table: every failure class, where it comes from, and what retry, scoring and summaries do.
 
-A failure is classified where it happens (a phase raises a `PhaseError` subclass); `run_queue`, `summarize`
-and resume all read `policy_for(failure_classification)` rather than guessing from logs.
+A failure is classified where it happens (a phase raises a `PhaseError` subclass, a stop signal raises
+`Interrupted`); `run_task` (its exit status), the queue (retry, pause, stop), resume and `summarize` (score or
+withhold) all read `policy_for(failure_classification)` rather than guessing from logs. Stored results resolve
+like live ones, because the key is the class name recorded in result.json.
 """
 
 from __future__ import annotations
@@ -10,40 +12,57 @@ from dataclasses import dataclass
 from typing import Literal
 
 FailureClass = Literal[
-    "guest",  # the container/VM did not start or died
-    "setup",  # the task's setup steps failed
-    "gateway",  # the gateway was unreachable or its budget differs from the config
+    "guest",  # the container/VM did not start, did not become ready in time, or died
+    "setup",  # the task's setup steps failed or overran the phase timeout
+    "gateway",  # the gateway was unreachable (past the tolerated absence) or its budget differs from the config
     "probe",  # executables or the MCP probe failed before the agent started
     "upstream_rate_limit",  # the agent's turn still ended on a rate limit after two session resumes
-    "interrupted",  # the runner died or was stopped before the attempt finished
-    "upstream_failures",  # five consecutive failed generations (not rate limits)
+    "upstream_error",  # five consecutive failed generations, or the CLI gave up after upstream failures
+    "interrupted",  # the runner was stopped (SIGTERM/SIGINT) or died before the attempt finished
+    "configuration",  # a prerequisite is missing or wrong: it fails the same way every time
     "agent",  # the agent CLI could not be run or its output could not be read
-    "evaluator",  # the official evaluator raised: no score, never a zero
+    "evaluator",  # the official evaluator raised or overran: no score, never a zero
     "runner",  # a bug in hcu itself
 ]
 
 
 @dataclass(frozen=True)
 class ErrorPolicy:
-    infrastructure: bool
-    """True when the failure says nothing about the agent: the attempt is moved to retries/ and rerun."""
     retry: bool
+    """The queue sets the attempt aside under retries/ and runs the task again (infrastructure, not the agent)."""
+    scored: bool
+    """The evaluator's score counts. False: the score is withheld (no usable score, never a silent zero)."""
+    zero_on_limit: bool
+    """A task that hit the budget or the timeout scores 0 even so (the evaluator's verdict no longer matters)."""
+    stop_queue: bool = False
+    """The queue launches nothing more and says why: every other attempt would fail the same way."""
     pause_launches_sec: float = 0.0
     """How long the queue holds new launches after this failure (a rate-limited run cools down)."""
+    exit_status: int = 1
+    """run_task's exit status for an attempt that ended here."""
 
+
+CLEAN = ErrorPolicy(retry=False, scored=True, zero_on_limit=True, exit_status=0)
+"""An attempt without a failure class: the evaluator's score (0 on budget or timeout)."""
+_INFRASTRUCTURE = ErrorPolicy(retry=True, scored=False, zero_on_limit=False)
+_UNSCORED = ErrorPolicy(retry=False, scored=False, zero_on_limit=False)
 
 POLICIES: dict[str, ErrorPolicy] = {
-    "guest": ErrorPolicy(infrastructure=True, retry=True),
-    "setup": ErrorPolicy(infrastructure=True, retry=True),
-    "gateway": ErrorPolicy(infrastructure=True, retry=True),
-    "probe": ErrorPolicy(infrastructure=True, retry=True),
-    "upstream_rate_limit": ErrorPolicy(infrastructure=True, retry=True, pause_launches_sec=300.0),
-    "interrupted": ErrorPolicy(infrastructure=True, retry=True),
-    "upstream_failures": ErrorPolicy(infrastructure=False, retry=False),
-    "agent": ErrorPolicy(infrastructure=False, retry=False),
-    "evaluator": ErrorPolicy(infrastructure=False, retry=False),
-    "runner": ErrorPolicy(infrastructure=False, retry=False),
+    "guest": _INFRASTRUCTURE,
+    "setup": _INFRASTRUCTURE,
+    "gateway": _INFRASTRUCTURE,
+    "probe": _INFRASTRUCTURE,
+    "upstream_rate_limit": ErrorPolicy(retry=True, scored=False, zero_on_limit=False, pause_launches_sec=300.0),
+    "upstream_error": _INFRASTRUCTURE,
+    "interrupted": _INFRASTRUCTURE,
+    "configuration": ErrorPolicy(retry=False, scored=False, zero_on_limit=False, stop_queue=True, exit_status=2),
+    "agent": _UNSCORED,
+    "evaluator": ErrorPolicy(retry=False, scored=False, zero_on_limit=True),
+    "runner": _UNSCORED,
 }
+
+LIMIT_TERMINATIONS = ("max_model_calls", "timeout")
+"""Termination reasons that score 0 whatever the evaluator said (or whether it could say anything)."""
 
 MAX_ATTEMPTS = 4
 """The first attempt plus at most three infrastructure retries."""
@@ -52,11 +71,21 @@ RETRY_POLICY = (f"infrastructure failures rerun the task, at most {MAX_ATTEMPTS}
 """How a score relates to retries, as manifest.json and summary.json state it."""
 
 
-def policy_for(failure_classification: str | None) -> ErrorPolicy | None:
-    """The policy for a recorded classification; None for a clean attempt or an unknown class."""
+def policy_for(failure_classification: str | None) -> ErrorPolicy:
+    """The policy for a recorded classification: CLEAN for none; a class this table does not know (a result
+    from another version) is neither retried nor scored, like a runner bug."""
     if failure_classification is None:
-        return None
-    return POLICIES.get(failure_classification)
+        return CLEAN
+    return POLICIES.get(failure_classification, POLICIES["runner"])
+
+
+def counted_score(failure_classification: str | None, termination_reason: str | None,
+                  score: float | None) -> float | None:
+    """The score that counts for one attempt, None when it is withheld (OSWORLD.md "Read results")."""
+    policy = policy_for(failure_classification)
+    if policy.zero_on_limit and termination_reason in LIMIT_TERMINATIONS:
+        return 0.0
+    return score if policy.scored else None
 
 
 class PhaseError(Exception):
@@ -88,3 +117,37 @@ class ProbeError(PhaseError):
 
 class EvaluatorError(PhaseError):
     classification = "evaluator"
+
+
+class ConfigurationError(PhaseError):
+    """A missing or wrong prerequisite (KVM, an image, a binary, an artifact, a task file, an asset missing
+    from an offline cache, an image smaller than volume_size): retrying cannot help."""
+
+    classification = "configuration"
+
+
+class PhaseTimeout:
+    """Mixed into the timeout type of each phase, raised when the phase overruns `timeout_seconds`."""
+
+
+class BootTimeout(PhaseTimeout, GuestError):
+    pass
+
+
+class SetupTimeout(PhaseTimeout, SetupError):
+    pass
+
+
+class ProbeTimeout(PhaseTimeout, ProbeError):
+    pass
+
+
+class EvaluationTimeout(PhaseTimeout, EvaluatorError):
+    pass
+
+
+class Interrupted(BaseException):
+    """SIGTERM/SIGINT reached the runner. A BaseException, so no `except Exception` on the way relabels it as
+    the failure of the phase it interrupted: the attempt ends as `interrupted`, recorded and cleaned up."""
+
+    classification: FailureClass = "interrupted"

@@ -11,7 +11,14 @@ from pathlib import Path
 from hcu.osworld.queue.config import ConfigError, load_config
 from hcu.osworld.queue.gate import GatewayMismatch, gateway_gate
 from hcu.osworld.queue.manifest import ManifestMismatch
-from hcu.osworld.queue.panel import DEFAULT_POLL_SEC, QueueRefused, config_difference, describe_plan, run_queue
+from hcu.osworld.queue.panel import (
+    DEFAULT_POLL_SEC,
+    QueueRefused,
+    QueueStopped,
+    config_difference,
+    describe_plan,
+    run_queue,
+)
 
 
 def _stop_on_sigterm(signum: int, frame: object) -> None:
@@ -37,6 +44,9 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, QueueRefused, ManifestMismatch, GatewayMismatch) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except QueueStopped as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("queue stopped; running attempts continue and are adopted by the next start", file=sys.stderr)
         return 130

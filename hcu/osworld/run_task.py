@@ -1,24 +1,28 @@
-"""python -m hcu.osworld.run_task: one OSWorld task, end to end, in a fresh guest (see attempt/pipeline.py)."""
+"""python -m hcu.osworld.run_task: one OSWorld task, end to end, in a fresh guest (see attempt/pipeline.py).
+
+Exit status: 0 when the attempt completed (it has a score), 2 for bad flags or a configuration error (the
+same input fails the same way again), 1 for any other error or evaluator error (`hcu.osworld.errors`)."""
 
 from __future__ import annotations
 
 import logging
-import signal
 import sys
 
+from hcu.osworld.attempt.interrupts import StopSignals
 from hcu.osworld.attempt.options import parse_options
-from hcu.osworld.attempt.pipeline import raise_interrupted, run_task
+from hcu.osworld.attempt.pipeline import run_task
+from hcu.osworld.errors import policy_for
 
 
 def main(argv: list[str] | None = None) -> int:
     opts = parse_options(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stdout)
-    signal.signal(signal.SIGTERM, raise_interrupted)
-    signal.signal(signal.SIGINT, raise_interrupted)
-    result = run_task(opts)
+    result = run_task(opts, StopSignals().install())
     print(f"result: status={result.status} score={result.score} termination={result.termination_reason} "
           f"failure={result.failure_classification}")
-    return 0
+    if result.status == "completed":
+        return 0
+    return policy_for(result.failure_classification).exit_status or 1
 
 
 if __name__ == "__main__":

@@ -24,8 +24,8 @@ from hcu.osworld.defaults import AGENTS, BENCHMARKS, GUEST, AgentName, Benchmark
 Channel = Literal["gui", "a11y", "keyboard"]
 SAFE_NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 """Run and task ids become directory and container names: no separators, no leading dot."""
-SIZE = r"^\d+[MGT]$"
-"""A memory size with its unit, as QEMU's RAM_SIZE takes it (4G, 8192M)."""
+SIZE = r"^[1-9]\d*[MGT]$"
+"""A memory size with its unit, as QEMU's RAM_SIZE takes it (4G, 8192M); never zero."""
 INSTRUCTIONS = REPO_ROOT / "instructions"
 
 
@@ -116,13 +116,18 @@ class AgentSettings(Settings):
 
 class LimitSettings(Settings):
     max_model_calls: int = Field(default=100, ge=0)
-    """Per-task budget of counted generations; the gateway's --max-requests-per-task."""
+    """Per-task budget of counted generations (0 = no budget); the gateway's --max-requests-per-task."""
     timeout_seconds: float = Field(default=3600.0, ge=0)
-    """Per-phase timeout (0 = none)."""
+    """Per-phase timeout (0 = none): boot, setup, probe, agent and evaluation each end at it."""
     no_progress_seconds: float = Field(default=900.0, ge=0)
-    """Stop an agent whose output and model calls stand still this long (0 = never)."""
+    """Stop an agent whose output and model calls stand still this long (0 = never); scored 0 as a timeout."""
     rate_limit_resume_delay: float = Field(default=60.0, ge=0)
     """Wait before resuming a session whose turn ended on a rate limit."""
+    gateway_away_seconds: float = Field(default=60.0, ge=0)
+    """How long the gateway may not answer during the agent phase (a restart on the same token log) before the
+    attempt ends as a gateway failure."""
+    settle_seconds: float = Field(default=20.0, ge=0)
+    """Wait after the agent's last action before evaluating, as OSWorld's own runner does."""
 
 
 class GatewaySettings(Settings):

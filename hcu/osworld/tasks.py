@@ -21,9 +21,10 @@ TASKS_DIR_ENV = "HCU_OSWORLD_TASKS_DIR"
 """A V1 tasks folder (`examples/<domain>/<id>.json` inside) used instead of the checkout's."""
 
 
-
 class TaskError(PhaseError):
-    """A task id, domain or folder that does not lead to a valid task definition."""
+    """A task id, domain or folder that does not lead to a valid task definition: a configuration error."""
+
+    classification = "configuration"
 
 
 class TaskDefinition(BaseModel):

@@ -60,10 +60,12 @@ class Fault(BaseModel):
     times: int | None = Field(default=None, ge=1, description="first N requests at that step; None = always")
     until_text: str | None = Field(default=None, min_length=1,
                                    description="off once this text is in the conversation (a resume prompt)")
+    body: dict[str, Any] | None = Field(default=None, description="http: this JSON body instead of the API's usual "
+                                        "error body (e.g. a 429 insufficient_quota)")
 
     def reply(self) -> Reply:
         if self.kind == "http":
-            return HttpFault(status=self.status, retry_after=self.retry_after)
+            return HttpFault(status=self.status, retry_after=self.retry_after, body=self.body)
         if self.kind == "stream_error":
             return StreamError(kind=self.stream_kind)
         if self.kind == "cut":

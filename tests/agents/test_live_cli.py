@@ -74,7 +74,9 @@ def test_real_cli_solves_through_computer_use(agent, tmp_path):
         plan = adapter.plan(ctx, ARTIFACTS)
         assert prepare(guest, plan, ctx, computer_use)
         first, context = run_turn(guest, plan.run_argv, plan, adapter, tmp_path / "turn-1.jsonl")
-        assert first.ended_on_rate_limit and not first.succeeded and not first.refused_budget, context
+        assert not first.succeeded and not first.refused_budget, context
+        throttled = [r for r in map(json.loads, token_log.read_text().splitlines()) if r["task"] == scope]
+        assert throttled[-1]["outcome"] == "rate_limited", context  # the gateway's verdict on the turn
         assert first.protocol_word is None and first.tool_calls == REPORTED_TOOL_CALLS[agent][0], context
         outcome, context = run_turn(guest, plan.resume_argv, plan, adapter, tmp_path / "turn-2.jsonl")
         assert outcome.succeeded, context

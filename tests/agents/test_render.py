@@ -13,6 +13,8 @@ from pydantic import ValidationError
 from hcu.computer_use.channels import tools_for
 from hcu.osworld.agents import AGENT_NAMES, get_adapter
 from hcu.osworld.agents.base import PLACEHOLDER_TOKEN, AgentPlan
+from hcu.osworld.defaults import AGENTS
+from hcu.osworld.errors import ConfigurationError
 from tests.agents.conftest import make_context, require_artifact
 
 # Codex's plan reads the model catalog from the real binary, so its rendering needs the artifact.
@@ -187,9 +189,23 @@ def test_context_rejects_bad_fields(field, value):
 
 @pytest.mark.parametrize("name", AGENT_NAMES)
 def test_missing_artifact_is_named(name, ctx, tmp_path):
-    expected = f"agent artifacts missing in {tmp_path}: .*run `make agents`"
-    with pytest.raises(FileNotFoundError, match=expected):
+    """Item 2 (issue 14): a missing artifact is a configuration error (never retried), naming the file."""
+    expected = f"agent artifacts missing: {tmp_path}/.*run `make agents`"
+    with pytest.raises(ConfigurationError, match=expected) as missing:
         get_adapter(name).plan(ctx, tmp_path)
+    assert missing.value.classification == "configuration"
+
+
+@pytest.mark.parametrize("name", FAST_AGENTS)
+def test_agent_binary_is_the_file_that_is_uploaded(name, ctx, artifact_dir, tmp_path):
+    """Item 12 (issue 14): agent_binary names the CLI that runs, not just its folder."""
+    cli = AGENTS[name].artifacts[0]
+    renamed = tmp_path / "elsewhere" / f"my-{cli}"
+    renamed.parent.mkdir()
+    renamed.symlink_to(artifact_dir / cli)
+    plan = get_adapter(name).plan(ctx, artifact_dir, renamed)
+    uploaded = [f.host_path for f in plan.files if f.host_path is not None]
+    assert renamed in uploaded and artifact_dir / cli not in uploaded
 
 
 @pytest.mark.parametrize("name", FAST_AGENTS)

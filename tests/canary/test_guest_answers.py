@@ -14,8 +14,11 @@ import pytest
 import requests
 
 from hcu.osworld.guest.answer import MESSAGE_LIMIT, answer_message
+from hcu.osworld.osworld_bridge.assets import AssetCache
 from hcu.osworld.osworld_bridge.child.getter_state import read_nothing, wrap_getters
 from hcu.osworld.osworld_bridge.child.guest_traffic import Watch, failures
+from hcu.osworld.osworld_bridge.process import OSWorldCodeError
+from hcu.osworld.osworld_bridge.setup import SetupStepError, run_steps
 
 PASSWORD = "pw-Zq81"
 ANSWERS = {  # path: (status, content type, body)
@@ -133,3 +136,33 @@ def test_getters_that_read_nothing_are_named_with_why(guest: str) -> None:
                    "found; logged: Error: the JSON object must be str, bytes or bytearray, not NoneType"},
         {"getter": "cache_file", "reason": "raised FileNotFoundError: thunder-local-folder.ls"},
     ]
+
+
+class _RefusingProcess:
+    """An OSWorld process whose step failed as the child reports a launch the guest refused."""
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+
+    def call(self, method: str, params: dict, *, deadline_sec: float, what: str) -> dict:
+        raise OSWorldCodeError(f"{what}: {self.message}")
+
+
+@pytest.mark.parametrize(("command", "expected"), [
+    (["code", "/home/user/project"], "configuration"),  # not installed: every attempt fails the same way
+    ("gimp /home/user/x.png", "configuration"),
+    (["code", "/home/user/missing.txt"], "setup"),  # the program ran; a file it names is missing
+])
+def test_a_launch_of_a_program_the_guest_lacks_is_a_missing_application(tmp_path, command, expected) -> None:
+    program = (command.split() if isinstance(command, str) else command)[0]
+    missing = "/home/user/missing.txt" if expected == "setup" else program
+    refused = _RefusingProcess(f"the guest answered POST /setup/launch -> HTTP 500: "
+                               f"[Errno 2] No such file or directory: '{missing}'")
+    step = {"type": "launch", "parameters": {"command": command}}
+    with pytest.raises(SetupStepError) as failed:
+        run_steps(refused, [step], password="pw", cache_dir=tmp_path,  # type: ignore[arg-type]
+                  assets=AssetCache(root=tmp_path / "assets"), step_deadline_sec=10)
+    assert failed.value.classification == expected
+    named = {"code": "VS Code", "gimp": "GIMP"}[program]
+    assert (f"missing application: {named} (`{program}`)" in str(failed.value)) == (expected == "configuration")
+    assert "\n" not in str(failed.value)

@@ -41,13 +41,16 @@ def synthetic(tmp_path: Path, task_id: str, config: list[dict], evaluator: dict 
     return task_id, tmp_path / "tasks"
 
 
-def test_a_launch_the_guest_refuses_fails_setup_with_the_guests_message(tmp_path: Path) -> None:
+def test_a_launch_of_a_missing_application_fails_setup_naming_it(tmp_path: Path) -> None:
+    """The guest refuses the launch; an application that is not installed fails every attempt the same way,
+    so it is a `configuration` failure (never retried, never scored), named in one line."""
     task_id = "276cc624-87ea-4f08-ab93-f770e3790175"  # vs_code: the test desktop has no `code`
     code, report, _ = canary(tmp_path, task_id, OFFICIAL_TASKS)
-    assert (code, report["status"], report["failure_classification"]) == (1, "failed", "setup")
+    assert (code, report["status"], report["failure_classification"]) == (1, "failed", "configuration")
     failed = report["setup_steps"][-1]
     assert (failed["type"], failed["ok"]) == ("launch", False)
-    assert failed["error"] == ("the guest answered POST /setup/launch -> HTTP 500: "
+    assert failed["error"] == ("missing application: VS Code (`code`) is not installed in the guest; "
+                               "the guest answered POST /setup/launch -> HTTP 500: "
                                "[Errno 2] No such file or directory: 'code'")
     assert report["evaluator"] is None and "\n" not in report["error"]
     assert_guest_removed(task_id)

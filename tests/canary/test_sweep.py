@@ -26,7 +26,7 @@ pytestmark = [pytest.mark.docker, pytest.mark.osworld]
 OTHER_DOMAINS = {
     "os": "e0df059f-28a6-4169-924f-b9623e7184cc",  # rename a folder: the test desktop's terminal and files
     "multi_apps": "2c9fc0de-3ee7-45e1-a5df-c86206ad78b5",  # an archive unpacked, a check on what it holds
-    "vs_code": "276cc624-87ea-4f08-ab93-f770e3790175",  # no VS Code on the test desktop: a setup failure
+    "vs_code": "276cc624-87ea-4f08-ab93-f770e3790175",  # no VS Code on the test desktop: a configuration failure
 }
 SWEEP_TIMEOUT = 1500
 
@@ -57,8 +57,8 @@ def test_one_task_per_domain_through_the_sweep_command_then_a_resume(tmp_path: P
     assert (rows["os"]["status"], rows["os"]["score"]) == ("passed", 0.0)
     assert rows["multi_apps"]["evaluated"], rows["multi_apps"]
     code = rows["vs_code"]
-    assert (code["evaluated"], code["failure_classification"]) == (False, "setup")
-    assert "No such file or directory: 'code'" in code["error"]
+    assert (code["evaluated"], code["failure_classification"]) == (False, "configuration")
+    assert "missing application: VS Code (`code`)" in code["error"]
     assert report["total"]["tasks"] == 10 and report["total"]["nonzero_untouched_feasible"] == []
     for page in (out / "sweep.md", out / "tasks" / "vlc" / "sweep.md"):
         assert "STAND-IN ASSETS" in page.read_text()

@@ -56,6 +56,18 @@ async def test_refusal_is_provider_shaped_402_and_never_reaches_upstream(upstrea
         assert (await gw.task_view("a"))["refused"] == 1
 
 
+async def test_budget_0_is_no_budget(upstream, make_gateway):
+    """Item 10 (issue 14): max_model_calls 0 means no budget, at the gateway too: every call goes through."""
+    gw = await make_gateway("openai", budget=0)
+    client = openai.AsyncOpenAI(base_url=f"{gw.url}/t/a/v1", api_key=PLACEHOLDER, max_retries=0)
+    for _ in range(3):
+        await client.responses.create(model="m", input="x")
+    assert [(r.outcome, r.counted, r.calls_used) for r in gw.rows()] == [
+        ("success", True, 1), ("success", True, 2), ("success", True, 3)]
+    view = await gw.task_view("a")
+    assert (view["calls_used"], view["refused"], view["in_flight"]) == (3, 0, 0)
+
+
 async def test_budget_exact_with_50_concurrent_streams_over_10_tasks(upstream, make_gateway):
     """Per task: 5 concurrent streams, budget 3, and the first stream of each task is cut mid-way (free).
     Exactly 3 successes per task, the 5th request refused, 4 upstream generations per task."""

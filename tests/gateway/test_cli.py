@@ -73,7 +73,7 @@ def test_bad_out_and_ports(tmp_path):
     assert result.returncode == 2 and "--ports" in result.stderr
     result = run_cli(
         "openai_proxy",
-        ["--host", "h", "--ports", "80", "--upstreams", "h", "--out", "o", "--max-requests-per-task", "0"],
+        ["--host", "h", "--ports", "80", "--upstreams", "h", "--out", "o", "--max-requests-per-task", "-1"],
     )
     assert result.returncode == 2 and "--max-requests-per-task" in result.stderr
     assert list(tmp_path.iterdir()) == []

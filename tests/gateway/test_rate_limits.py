@@ -126,16 +126,24 @@ async def test_giving_up_after_max_wait_returns_429_with_retry_after(upstream, m
     assert (view["failed_in_a_row"], view["calls_used"], view["rate_limit_wait_sec"]) == (0, 0, 0.6)
 
 
-async def test_stream_error_after_content_is_forwarded_and_failed(upstream, make_gateway):
+async def test_a_rate_limit_after_content_is_forwarded_and_stays_a_rate_limit(upstream, make_gateway):
+    """Item 7 (issue 14): too late to resend, but still a rate limit: not a failed generation, so five of them
+    in a row do not fail the task. A server error after content is a failed generation."""
     gw = await make_gateway("anthropic")
-    upstream.replies.push(StreamError("overloaded", partial=TextReply("partial answer", chunks=1)))
     body = {"model": "m", "max_tokens": 5, "messages": [], "stream": True}
+    for _ in range(5):
+        upstream.replies.push(StreamError("overloaded", partial=TextReply("partial answer", chunks=1)))
+        async with aiohttp.ClientSession() as s, s.post(f"{gw.url}/t/e/v1/messages", json=body) as r:
+            data = await r.read()
+        assert r.status == 200 and b"partial answer" in data and b"overloaded_error" in data
+        assert data.count(b"event: message_start") == 1 and b"message_stop" not in data
+    assert {(row.outcome, row.counted, row.attempts) for row in gw.rows()} == {("rate_limited", False, 1)}
+    view = await gw.task_view("e")
+    assert (view["failed_in_a_row"], view["failed"], view["calls_used"]) == (0, False, 0)
+    upstream.replies.push(StreamError("server", partial=TextReply("partial answer", chunks=1)))
     async with aiohttp.ClientSession() as s, s.post(f"{gw.url}/t/e/v1/messages", json=body) as r:
-        data = await r.read()
-    assert r.status == 200 and b"partial answer" in data and b"overloaded_error" in data
-    assert data.count(b"event: message_start") == 1 and b"message_stop" not in data
-    (row,) = gw.rows()
-    assert (row.outcome, row.counted, row.attempts) == ("failed", False, 1)
+        await r.read()
+    assert (gw.rows()[-1].outcome, (await gw.task_view("e"))["failed_in_a_row"]) == ("failed", 1)
 
 
 async def test_insufficient_quota_429_is_not_waited_out(upstream, make_gateway):

@@ -18,7 +18,7 @@ from PIL import Image
 from pydantic import ValidationError
 
 from hcu.osworld.attempt.identity import AttemptId
-from hcu.osworld.errors import GuestError
+from hcu.osworld.errors import ConfigurationError, GuestError
 from hcu.osworld.guest import ports as port_leases
 from hcu.osworld.guest.api import GuestAPIError
 from hcu.osworld.guest.docker_engine import docker_client
@@ -149,10 +149,10 @@ def test_volume_larger_than_the_image_is_refused(
     assert image_info(base).virtual_size == 1 << 30
     spec = GuestSpec(kind="qemu", image=str(base), docker_image=test_desktop_image, volume_size_gb=2)
     attempt = new_attempt()
-    with pytest.raises(GuestError) as refused:
+    with pytest.raises(ConfigurationError) as refused:
         start_guest(spec, attempt, work_dir=tmp_path / "work")
     assert "volume_size 2 GiB exceeds the virtual size" in str(refused.value)
-    assert refused.value.classification == "guest"
+    assert refused.value.classification == "configuration", "never retried: it fails the same way every time"
     assert labelled("containers", attempt) == [] and not (tmp_path / "work").exists()
 
 
@@ -343,14 +343,14 @@ def test_check_image(make_qcow2: MakeQcow2, tmp_path: Path) -> None:
     image = make_qcow2("img.qcow2", "3G")
     assert check_image(image, 3).virtual_size == 3 << 30
     with pytest.raises(
-        ValueError, match=r"volume_size 4 GiB exceeds the virtual size of .*img.qcow2 \(3 GiB\)"
+        ConfigurationError, match=r"volume_size 4 GiB exceeds the virtual size of .*img.qcow2 \(3 GiB\)"
     ):
         check_image(image, 4)
     raw = tmp_path / "disk.raw"
     subprocess.run(["qemu-img", "create", "-q", "-f", "raw", str(raw), "1G"], check=True, timeout=30)
-    with pytest.raises(ValueError, match="format is raw, expected qcow2"):
+    with pytest.raises(ConfigurationError, match="format is raw, expected qcow2"):
         check_image(raw, 1)
-    with pytest.raises(ValueError, match="no such file"):
+    with pytest.raises(ConfigurationError, match="no such file"):
         check_image(tmp_path / "missing.qcow2", 1)
 
 

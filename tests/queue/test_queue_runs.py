@@ -14,7 +14,7 @@ import pytest
 
 from hcu.osworld.attempt.lease import lease_for_this_process
 from hcu.osworld.errors import MAX_ATTEMPTS
-from hcu.osworld.queue.panel import QueueRefused, run_lock
+from hcu.osworld.queue.panel import QueueRefused, QueueStopped, run_lock
 from hcu.osworld.summary.run_summary import summarize
 from hcu.record_io import write_record
 
@@ -60,7 +60,7 @@ def test_infrastructure_failures_are_set_aside_and_rerun(make_panel):
     guest_fail = {"status": "error", "score": None, "failure_classification": "guest"}
     panel = make_panel(["flaky", "agentfail", "broken"], max_active_tasks=3, outcomes={
         "flaky": [guest_fail, {"status": "completed", "score": 1.0}],
-        "agentfail": [{"status": "completed", "score": 0.0, "failure_classification": "agent"}],
+        "agentfail": [{"status": "error", "score": None, "failure_classification": "agent"}],
         "broken": [{"status": "error", "score": None, "failure_classification": "setup"}],
     })
     assert panel.run() == {"flaky": "finished", "agentfail": "finished", "broken": "exhausted"}
@@ -75,10 +75,32 @@ def test_infrastructure_failures_are_set_aside_and_rerun(make_panel):
     started = [(e["task_id"], e["attempt"]) for e in panel.events() if e["event"] == "start"]
     assert sorted(started) == [("agentfail", 1), ("broken", 1), ("broken", 2), ("broken", 3), ("broken", 4),
                                ("flaky", 1), ("flaky", 2)]
-    summary = summarize(panel.run_dir)  # retries are never scored; the exhausted task is withheld
-    assert (summary["valid"], summary["withheld"], summary["lower_bound"]) == (2, 1, pytest.approx(1 / 3))
-    assert summary["withheld_tasks"] == [{"task_id": "broken", "reason": "error"}]
+    summary = summarize(panel.run_dir)  # retries are never scored; the exhausted task and the agent error withheld
+    assert (summary["valid"], summary["withheld"], summary["lower_bound"]) == (1, 2, pytest.approx(1 / 3))
+    assert summary["withheld_tasks"] == [{"task_id": "agentfail", "reason": "error"},
+                                         {"task_id": "broken", "reason": "error"}]
     assert summary["attempts"] == 7 and summary["retried_tasks"] == 2
+
+
+def test_a_configuration_failure_stops_launches_and_says_why_in_one_line(make_panel):
+    """Item 2 (issue 14): a configuration or prerequisite failure is not retried; the queue launches nothing
+    more, lets what runs finish, and says why in one line. Started again (the cause fixed), it runs the rest."""
+    missing = {"status": "error", "score": None, "failure_classification": "configuration",
+               "failure_message": "guest image /images/osworld.qcow2: no such file"}
+    panel = make_panel(["first", "second", "third"], max_active_tasks=1, sleep_sec=(0.1, 0.2),
+                       outcomes={"first": [missing, {"status": "completed", "score": 1.0}]})
+    with pytest.raises(QueueStopped) as stopped:
+        panel.run()
+    message = str(stopped.value)
+    assert message == "launches stopped: task first: guest image /images/osworld.qcow2: no such file"
+    assert [e["task_id"] for e in panel.events() if e["event"] == "start"] == ["first"], "nothing more launched"
+    note = orjson.loads((panel.run_dir / "retries" / "first-1" / "retry.json").read_bytes())
+    assert note["failure_classification"] == "configuration"
+    assert message in (panel.run_dir / "QUEUE_STATUS.md").read_text()
+    assert panel.run() == {"first": "finished", "second": "finished", "third": "finished"}
+    summary = summarize(panel.run_dir)
+    assert summary["attempts_by_class"]["configuration"] == {"attempts": 1, "retried": False, "scored": False}
+    assert summary["attempts_by_class"]["clean"]["attempts"] == 3
 
 
 def test_rate_limit_pauses_launches_across_restarts(make_panel):

@@ -159,3 +159,47 @@ def test_not_a_run_directory_is_one_line_exit_2(tmp_path: Path):
                          text=True, timeout=60)
     assert out.returncode == 2
     assert out.stderr.strip() == f"error: {tmp_path}: no config.json (not a run directory)"
+
+
+def test_budget_or_timeout_scores_zero_even_when_the_evaluator_then_failed(tmp_path: Path):
+    """Item 14 (issue 14): the budget or the timeout decided the task; an evaluator error after it is still 0."""
+    results = {"a": ok(1.0),
+               "b": {"status": "evaluator_error", "failure_classification": "evaluator", "score": 0.0,
+                     "termination_reason": "max_model_calls"},
+               "c": {"status": "evaluator_error", "termination_reason": "timeout"},
+               "d": {"status": "evaluator_error", "failure_classification": "evaluator",
+                     "termination_reason": "completed"}}
+    s = summarize(make_run(tmp_path, "evalfail", results))
+    assert [t["task_id"] for t in s["withheld_tasks"]] == ["d"]
+    assert s["lower_bound"] == pytest.approx(1 / 4) and s["zeroed_by_budget_or_timeout"] == 2
+
+
+def test_attempts_per_class_and_what_retried_attempts_spent(tmp_path: Path):
+    """Item 17 and the issue's "done when" (issue 14): per class, how many attempts ended there (tasks/ and
+    retries/); the tokens and model calls of retried attempts next to the scored ones'."""
+    usage = {"model_calls": 4, "input_tokens": 400, "output_tokens": 40, "fully_accounted": True}
+    results = {"a": ok(1.0, usage=usage), "b": {"status": "error", "failure_classification": "upstream_error"},
+               "c": {"status": "error", "failure_classification": "configuration"}}
+    run_dir = make_run(tmp_path, "classes", results, retries={"a": 2})
+    spent = {"status": "error", "failure_classification": "upstream_rate_limit", "duration_sec": 30.0,
+             "usage": {**usage, "model_calls": 3, "input_tokens": 300, "output_tokens": 30}}
+    (run_dir / "retries" / "a-2" / "result.json").write_bytes(orjson.dumps(spent))
+    no_result = run_dir / "retries" / "b-1"
+    no_result.mkdir()
+    (no_result / "retry.json").write_bytes(orjson.dumps({"task_id": "b", "attempt": 1, "reason": "gone",
+                                                          "failure_classification": "interrupted", "moved_at": 5.0}))
+    s = summarize(run_dir)
+    assert s["attempts_by_class"] == {
+        "clean": {"attempts": 1, "retried": False, "scored": True},
+        "configuration": {"attempts": 1, "retried": False, "scored": False},
+        "guest": {"attempts": 1, "retried": True, "scored": False},
+        "interrupted": {"attempts": 1, "retried": True, "scored": False},
+        "upstream_error": {"attempts": 1, "retried": True, "scored": False},
+        "upstream_rate_limit": {"attempts": 1, "retried": True, "scored": False}}
+    assert s["tokens"]["total"] == 440
+    retried = s["retried"]
+    assert (retried["attempts"], retried["model_calls"], retried["total"], retried["accounted_attempts"]) == (
+        3, 3, 330, 1)
+    md = (run_dir / "summary" / "summary.md").read_text()
+    assert "## Attempts by how they ended" in md and "| upstream_rate_limit | 1 | yes | no |" in md
+    assert "| Retried attempts (not scored, spent) | 3:" in md and "330 tokens" in md

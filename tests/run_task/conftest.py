@@ -15,6 +15,7 @@ from hcu import REPO_ROOT
 from hcu.demo.stand_in import scripted_stack
 from hcu.gateway.scope_secret import load_or_create_key, scope_secret
 from hcu.osworld.attempt.result import TaskResult
+from hcu.osworld.errors import policy_for
 from hcu.record_io import read_record
 from tests.session import TEST_DESKTOP_IMAGE, unique_run_id
 
@@ -43,7 +44,12 @@ class TaskRun:
         """Per-task secrets are on in every end-to-end run, as in a panel."""
 
     def scope_secret(self) -> str:
-        return scope_secret(load_or_create_key(self.scope_key_file), f"{self.result.task_id}.a1")
+        return scope_secret(load_or_create_key(self.scope_key_file), self.scope)
+
+    @property
+    def scope(self) -> str:
+        """The attempt's gateway scope, as the runner recorded it."""
+        return orjson.loads((self.result_dir / "meta.json").read_bytes())["scope"]
 
     def token_rows(self) -> list[dict]:
         if not self.token_log.exists():
@@ -55,6 +61,11 @@ class TaskRun:
 
 
 RunFn = Callable[..., TaskRun]
+
+
+def expected_exit_status(result: TaskResult) -> int:
+    """run_task's exit status for a result (issue 14 item 3): 0 only for a completed attempt."""
+    return 0 if result.status == "completed" else policy_for(result.failure_classification).exit_status
 
 
 @pytest.fixture
@@ -78,11 +89,12 @@ def run_task(tmp_path: Path) -> RunFn:
                  "--agent", agent, "--max-model-calls", str(max_model_calls), "--token-log", str(token_log),
                  "--gateway", stack.gateway_url, "--result-dir", str(result_dir), "--run-id", unique_run_id("e2e"),
                  "--timeout-seconds", "600", "--no-progress-seconds", "120", "--offline-assets",
-                 "--scope-key-file", str(key_file), *extra_args],
+                 "--scope-key-file", str(key_file), "--settle-seconds", "1", *extra_args],
                 capture_output=True, text=True, timeout=timeout, cwd=REPO_ROOT)
         log = proc.stdout + proc.stderr
-        assert proc.returncode == 0, log[-3000:]
         assert (result_dir / "result.json").is_file(), log[-3000:]
-        return TaskRun(read_record(result_dir / "result.json", TaskResult), result_dir, token_log, log, key_file)
+        result = read_record(result_dir / "result.json", TaskResult)
+        assert proc.returncode == expected_exit_status(result), log[-3000:]
+        return TaskRun(result, result_dir, token_log, log, key_file)
 
     return run

@@ -7,6 +7,7 @@ import orjson
 import pytest
 
 from hcu.demo.stand_in import STAND_IN_TOKEN
+from hcu.osworld.errors import policy_for
 from tests.run_task.conftest import LOOK_STEPS, RENAME_MATCH, RENAME_STEPS, RENAME_TASK, RunFn, policy
 
 pytestmark = [pytest.mark.docker, pytest.mark.artifacts]
@@ -40,6 +41,7 @@ def test_a_hanging_model_ends_at_the_no_progress_limit(run_task: RunFn) -> None:
     run = run_task("codex", RENAME_TASK, {"hangs": hangs}, extra_args=["--no-progress-seconds", "25"])
     r = run.result
     assert (r.status, r.termination_reason, r.score) == ("completed", "timeout", 0.0), run.log[-2000:]
+    assert r.termination_detail == "no_progress", "item 11 (issue 14): the no-progress stop is recorded as such"
     agent = orjson.loads((run.result_dir / "meta.json").read_bytes())["agent"]
     assert agent["failure_message"] == "agent stopped by the no progress limit", agent
 
@@ -86,13 +88,19 @@ def test_isolation_and_no_credential_in_the_guest(run_task: RunFn, planted_image
     assert run.result.usage.model_calls >= 1, "the gateway served the scope to the holder of its secret"
 
 
-def test_five_failed_generations_in_a_row_end_the_task_as_an_error(run_task: RunFn) -> None:
+def test_upstream_failures_end_the_attempt_as_an_upstream_error_without_a_resume_message(run_task: RunFn) -> None:
+    """Item 9 (issue 14): a CLI that exits after upstream failures ends the attempt as an upstream error
+    (retried by the queue, never scored); no "continue" message is injected into its conversation."""
     broken = policy(RENAME_MATCH, RENAME_STEPS, faults=[{"kind": "http", "status": 500}])
     run = run_task("codex", RENAME_TASK, {"broken": broken})
     r = run.result
-    assert (r.status, r.failure_classification, r.score) == ("error", "upstream_failures", None), run.log[-2000:]
+    assert (r.status, r.failure_classification, r.score) == ("error", "upstream_error", None), run.log[-2000:]
+    assert policy_for(r.failure_classification).retry
     failed = [row for row in run.token_rows() if row["outcome"] == "failed"]
-    assert len(failed) >= 5 and not any(row["counted"] for row in run.token_rows())
+    assert failed and not any(row["counted"] for row in run.token_rows())
+    assert [p.name for p in sorted(run.result_dir.glob("phase-agent-turn-*-events.jsonl"))] == [
+        "phase-agent-turn-1-events.jsonl"], "the session was not resumed"
+    assert [p.name for p in r.phases if p.status == "skipped"] == ["settle", "evaluate"]
 
 
 def test_a_gateway_with_another_budget_stops_the_attempt_before_any_model_call(run_task: RunFn) -> None:

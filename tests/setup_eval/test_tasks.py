@@ -67,18 +67,20 @@ def test_a_task_without_config_has_no_setup_steps(tmp_path: Path) -> None:
 V2_TASKS = Path(__file__).resolve().parent / "v2_tasks"
 
 
-def test_a_v2_task_class_is_described_by_the_osworld_process() -> None:
-    task = load_task("v2", "901", tasks_dir=V2_TASKS)
+def test_a_v2_task_class_is_described_by_the_osworld_process(evaluator_python: Path) -> None:
+    task = load_task("v2", "901", tasks_dir=V2_TASKS, osworld_python=evaluator_python)
     assert (task.kind, task.id, task.domain) == ("v2_class", "901", "tasks")
     assert task.instruction.startswith("Create the text file ~/Desktop/notes.txt")
     assert task.source_path == V2_TASKS / "task_901.py" and len(task.sha256) == 64
     assert not [name for name in sys.modules if "task_901" in name], "hcu's process imported the task's code"
 
 
-def test_what_a_v2_task_needs_and_this_run_lacks_is_named_before_any_guest(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_what_a_v2_task_needs_and_this_run_lacks_is_named_before_any_guest(
+    evaluator_python: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("WEBSITE_HOST_SUFFIX", raising=False)
     with pytest.raises(TaskError) as caught:
-        load_task("v2", "904", tasks_dir=V2_TASKS)
+        load_task("v2", "904", tasks_dir=V2_TASKS, osworld_python=evaluator_python)
     assert str(caught.value) == (
         "V2 task 904 needs the V2 mock websites (WEBSITE_HOST_SUFFIX unset), which this run does not provide"
     )

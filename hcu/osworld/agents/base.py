@@ -3,7 +3,6 @@ and what came out of one turn (outcome). One adapter module per CLI renders thes
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Protocol
 
@@ -12,14 +11,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from hcu.computer_use.channels import parse_channels, tools_for
 from hcu.osworld.attempt.result import ProtocolWord
 from hcu.osworld.defaults import AgentDefaults
+from hcu.osworld.errors import ConfigurationError
 
 PROTOCOL_WORDS: tuple[ProtocolWord, ...] = ("TASK_COMPLETE", "TASK_INFEASIBLE", "ASK_USER")
-
-RATE_LIMIT_PATTERN = re.compile(
-    r"\b(429|529)\b|rate.?limit|overloaded|too many requests|resource.?exhausted|resource has been exhausted",
-    re.IGNORECASE,
-)
-"""Status codes as whole numbers only: request ids such as `req_2178055d...` must not read as a 429."""
 
 PLACEHOLDER_TOKEN = "hcu-placeholder-token"
 """The credential a guest sees when per-task secrets are off; the gateway drops it and adds the real one."""
@@ -139,7 +133,6 @@ class TurnOutcome(BaseModel):
     final_message: str | None = None
     protocol_word: ProtocolWord | None = None
     succeeded: bool = False
-    ended_on_rate_limit: bool = False
     refused_budget: bool = False
     error: str | None = None
     tool_calls: int = 0
@@ -154,17 +147,24 @@ class AgentAdapter(Protocol):
     """Model, effort, gateway port, provider and artifacts (the registry in hcu.osworld.defaults)."""
     inherited_paths: list[str]
 
-    def plan(self, ctx: AgentContext, artifact_dir: Path) -> AgentPlan: ...
+    def plan(self, ctx: AgentContext, artifact_dir: Path, binary: Path | None = None) -> AgentPlan:
+        """`binary` is the CLI to upload (agent_binary); default its file in `artifact_dir`."""
+        ...
 
     def parse_events(self, text: str) -> TurnOutcome: ...
 
 
-def require_artifacts(names: tuple[str, ...], artifact_dir: Path) -> None:
-    """Fail before rendering when a binary the plan uploads is not in artifacts/."""
-    missing = [name for name in names if not (artifact_dir / name).is_file()]
+def require_artifacts(names: tuple[str, ...], artifact_dir: Path, binary: Path | None = None) -> dict[str, Path]:
+    """The files the plan uploads by artifact name: the CLI (the first name) from `binary` when given, the rest
+    from `artifact_dir`. A missing one is a configuration error, raised before anything is rendered."""
+    files = {name: artifact_dir / name for name in names}
+    if binary is not None:
+        files[names[0]] = binary
+    missing = [str(path) for path in files.values() if not path.is_file()]
     if missing:
-        raise FileNotFoundError(f"agent artifacts missing in {artifact_dir}: {', '.join(missing)} "
-                                "(run `make agents`)")
+        raise ConfigurationError(f"agent artifacts missing: {', '.join(missing)} (run `make agents`, or fix "
+                                 "agent_binary / artifact_dir)")
+    return files
 
 
 def mcp_server(ctx: AgentContext, *, max_screenshot_width: int | None = None) -> McpServerSpec:
@@ -179,18 +179,22 @@ def mcp_server(ctx: AgentContext, *, max_screenshot_width: int | None = None) ->
 
 
 def protocol_word(message: str | None) -> ProtocolWord | None:
-    """The runner protocol word the final message ends on (last one wins if several appear)."""
-    if not message:
+    """The runner protocol word the final message ends with, where the protocol puts it: the message's last
+    word, or alone on its last line (markdown emphasis or a full stop around it tolerated). A word elsewhere
+    ("Done; no need for TASK_INFEASIBLE.") is not one."""
+    text = (message or "").rstrip().rstrip("*_`")
+    if not text:
         return None
-    found = [(message.rfind(w), w) for w in PROTOCOL_WORDS if w in message]
-    return max(found)[1] if found else None
+    last_line = text.splitlines()[-1].strip().strip("*_`.")
+    for word in PROTOCOL_WORDS:
+        before = text[: -len(word)].rstrip("*_`")
+        at_end = text.endswith(word) and not (before and (before[-1].isalnum() or before[-1] == "_"))
+        if at_end or last_line == word:
+            return word
+    return None
 
 
 def is_budget_refusal(text: str) -> bool:
     """The gateway refuses over-budget calls with 402/403 naming `max_model_calls`."""
     return "max_model_calls" in text
 
-
-def is_rate_limit(text: str) -> bool:
-    """A final error that is the provider throttling (HTTP 429/529 or its wording in any of the four CLIs)."""
-    return RATE_LIMIT_PATTERN.search(text) is not None

@@ -44,15 +44,15 @@ class ClaudeCodeAdapter:
     defaults = AGENTS["claude-code"]
     inherited_paths = list(INHERITED_PATHS)
 
-    def plan(self, ctx: AgentContext, artifact_dir: Path) -> AgentPlan:
-        require_artifacts(self.defaults.artifacts, artifact_dir)
+    def plan(self, ctx: AgentContext, artifact_dir: Path, binary: Path | None = None) -> AgentPlan:
+        uploads = require_artifacts(self.defaults.artifacts, artifact_dir, binary)
         exe = ctx.path("bin", "claude")
         home = ctx.path("home", "claude")
         base_md = ctx.path("instructions", "base.md")
         profile_md = ctx.path("instructions", "profile.md")
         mcp_json = ctx.path("config", "claude-mcp.json")
         files = [
-            GuestFile(guest_path=exe, host_path=artifact_dir / "claude-code", mode=0o755),
+            GuestFile(guest_path=exe, host_path=uploads["claude-code"], mode=0o755),
             GuestFile(guest_path=base_md, data=ctx.base_instructions.encode()),
             GuestFile(guest_path=mcp_json, data=render_mcp_config(ctx)),
         ]

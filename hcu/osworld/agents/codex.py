@@ -39,9 +39,8 @@ class CodexAdapter:
     defaults = AGENTS["codex"]
     inherited_paths = list(INHERITED_PATHS)
 
-    def plan(self, ctx: AgentContext, artifact_dir: Path) -> AgentPlan:
-        require_artifacts(self.defaults.artifacts, artifact_dir)
-        binary = artifact_dir / "codex"
+    def plan(self, ctx: AgentContext, artifact_dir: Path, binary: Path | None = None) -> AgentPlan:
+        binary = require_artifacts(self.defaults.artifacts, artifact_dir, binary)["codex"]
         home = ctx.path("home", "codex")
         exe = ctx.path("bin", "codex")
         base_md = ctx.path("instructions", "base.md")

@@ -8,7 +8,7 @@ from typing import Any
 
 import orjson
 
-from hcu.osworld.agents.base import TurnOutcome, is_budget_refusal, is_rate_limit, protocol_word
+from hcu.osworld.agents.base import TurnOutcome, is_budget_refusal, protocol_word
 
 NO_FINAL_EVENT = "the CLI ended without a final event (killed, crashed or cut off)"
 
@@ -102,7 +102,6 @@ class EventLog:
             final_message=self.last_message,
             protocol_word=protocol_word(self.last_message),
             succeeded=succeeded,
-            ended_on_rate_limit=error is not None and not budget and is_rate_limit(error),
             refused_budget=budget,
             error=error,
             tool_calls=self.tool_calls,

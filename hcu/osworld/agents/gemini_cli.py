@@ -27,8 +27,8 @@ class GeminiCliAdapter:
     defaults = AGENTS["gemini-cli"]
     inherited_paths = list(INHERITED_PATHS)
 
-    def plan(self, ctx: AgentContext, artifact_dir: Path) -> AgentPlan:
-        require_artifacts(self.defaults.artifacts, artifact_dir)
+    def plan(self, ctx: AgentContext, artifact_dir: Path, binary: Path | None = None) -> AgentPlan:
+        uploads = require_artifacts(self.defaults.artifacts, artifact_dir, binary)
         node = ctx.path("bin", "node")
         tarball = ctx.path("pkg", "gemini-cli.tgz")
         unpacked = ctx.path("pkg", "gemini-cli")
@@ -36,8 +36,8 @@ class GeminiCliAdapter:
         home = ctx.path("home", "gemini")
         base_md = ctx.path("instructions", "base.md")
         files = [
-            GuestFile(guest_path=node, host_path=artifact_dir / "node", mode=0o755),
-            GuestFile(guest_path=tarball, host_path=artifact_dir / "gemini-cli.tgz"),
+            GuestFile(guest_path=node, host_path=uploads["node"], mode=0o755),
+            GuestFile(guest_path=tarball, host_path=uploads["gemini-cli.tgz"]),
             GuestFile(guest_path=base_md, data=ctx.base_instructions.encode()),
             GuestFile(guest_path=f"{home}/.gemini/settings.json", data=render_settings(ctx)),
         ]

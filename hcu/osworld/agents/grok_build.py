@@ -32,12 +32,12 @@ class GrokBuildAdapter:
     defaults = AGENTS["grok-build"]
     inherited_paths = list(INHERITED_PATHS)
 
-    def plan(self, ctx: AgentContext, artifact_dir: Path) -> AgentPlan:
-        require_artifacts(self.defaults.artifacts, artifact_dir)
+    def plan(self, ctx: AgentContext, artifact_dir: Path, binary: Path | None = None) -> AgentPlan:
+        uploads = require_artifacts(self.defaults.artifacts, artifact_dir, binary)
         exe = ctx.path("bin", "grok")
         home = ctx.path("home", "grok")
         files = [
-            GuestFile(guest_path=exe, host_path=artifact_dir / "grok", mode=0o755),
+            GuestFile(guest_path=exe, host_path=uploads["grok"], mode=0o755),
             GuestFile(guest_path=f"{home}/config.toml", data=render_config(ctx).encode()),
         ]
         flags = [

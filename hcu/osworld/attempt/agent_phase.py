@@ -1,15 +1,18 @@
 """The agent phase: run the CLI in the guest until it finishes, is refused by the budget, times out, stalls,
-or keeps ending on rate limits; resume the same session after a rate-limited turn.
+or keeps ending on rate limits; resume the same session after a rate-limited turn, and only then.
 
-Deadlines follow the reference: gateway rate-limit waits and the resume delays are added to both the timeout
-and the no-progress limit, so waiting on the provider never truncates a task.
+Deadlines follow the reference: gateway rate-limit waits (the one in progress too) and the resume delays are
+added to both the timeout and the no-progress limit, so waiting on the provider never truncates a task. How a
+turn ended upstream is read from the gateway's token-log rows of the task's scope, not from the CLI's wording.
+No message the reference does not define enters the conversation: a turn that ends on upstream failures ends
+the attempt as an upstream error, which the queue retries.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
@@ -17,9 +20,10 @@ from pydantic import BaseModel
 
 from hcu.gateway.budget import TaskStateView
 from hcu.osworld.agents.base import AgentAdapter, AgentPlan, TurnOutcome
-from hcu.osworld.attempt.gateway_health import gateway_health
-from hcu.osworld.attempt.result import ProtocolWord, TerminationReason
+from hcu.osworld.attempt.gateway_watch import SYSTEM_CLOCK, Clock, GatewayWatch, RateLimitWaits
+from hcu.osworld.attempt.result import ProtocolWord, TerminationDetail, TerminationReason
 from hcu.osworld.attempt.scope_credential import GatewayCredential
+from hcu.osworld.attempt.usage import last_generation_outcome
 from hcu.osworld.guest.api import GuestAPI
 from hcu.osworld.guest.process import GuestProcess
 from hcu.record_io import write_atomic
@@ -27,9 +31,6 @@ from hcu.record_io import write_atomic
 log = logging.getLogger("hcu.run_task")
 
 MAX_RATE_LIMIT_RESUMES = 2
-MAX_TURNS = 8
-"""Rate-limit resumes plus resumes after upstream failures: the gateway ends the task at five failures in a row
-well before this, so it only bounds a gateway that never says so."""
 
 
 @dataclass
@@ -38,11 +39,14 @@ class AgentLimits:
     """0 = no timeout."""
     no_progress_sec: float = 900.0
     resume_delay_sec: float = 60.0
+    gateway_away_sec: float = 60.0
+    """How long the gateway may not answer before the attempt ends as `gateway`."""
     poll_sec: float = 2.0
 
 
 class AgentOutcome(BaseModel):
     termination_reason: TerminationReason
+    termination_detail: TerminationDetail | None = None
     protocol_word: ProtocolWord | None = None
     final_message: str | None = None
     failure_classification: str | None = None
@@ -57,107 +61,102 @@ class AgentOutcome(BaseModel):
         return "FAIL" if self.protocol_word == "TASK_INFEASIBLE" else "DONE"
 
 
-@dataclass
-class _Watch:
-    """Progress signals of one turn (output growth, gateway activity) and when they last changed."""
-
-    last_progress: float
-    seen: tuple = field(default_factory=tuple)
-
-
-def run_agent(api: GuestAPI, adapter: AgentAdapter, plan: AgentPlan, *, gateway_url: str, scope: str,
-              work_dir: str, state_dir: str, result_dir: Path, limits: AgentLimits,
-              credential: GatewayCredential) -> AgentOutcome:
-    started = time.monotonic()
+def run_agent(api: GuestAPI, adapter: AgentAdapter, plan: AgentPlan, *, gateway: GatewayWatch, work_dir: str,
+              state_dir: str, result_dir: Path, limits: AgentLimits, token_log: Path | None,
+              credential: GatewayCredential, clock: Clock = SYSTEM_CLOCK) -> AgentOutcome:
+    started = clock.monotonic()
     waited_sec = 0.0  # resume delays, added to the deadlines like gateway waits
     tool_calls = rate_limit_resumes = 0
     trace = result_dir / "agent.jsonl"
     trace.unlink(missing_ok=True)
     argv = plan.run_argv
-    for turn in range(1, MAX_TURNS + 1):
+    turn = 0
+    while True:
+        turn += 1
+        turn_started_at = time.time()
         proc = GuestProcess(api, state_dir, f"agent-turn-{turn}")
         proc.start(argv, env=plan.env, cwd=work_dir)
-        stop = _watch(proc, gateway_url, scope, credential, started, waited_sec, limits)
+        stop = _watch(proc, gateway, started, waited_sec, limits, clock)
         if stop is not None:
             proc.kill()
         outcome = _collect_turn(adapter, proc, turn, result_dir, trace, credential)
         tool_calls += outcome.tool_calls
-        state = _state(gateway_url, scope, credential)
-        end = _turn_end(stop, outcome, state)
+        gateway.poll()
+        upstream = last_generation_outcome(token_log, gateway.scope, turn_started_at)
+        end = _turn_end(stop, outcome, gateway.last, upstream)
         common = dict(turns=turn, rate_limit_resumes=rate_limit_resumes, tool_calls=tool_calls,
                       protocol_word=outcome.protocol_word, final_message=outcome.final_message)
-        if end == "rate_limited" and rate_limit_resumes == MAX_RATE_LIMIT_RESUMES:
+        if end != "rate_limited":
+            return _final(end, outcome, **common)
+        if rate_limit_resumes == MAX_RATE_LIMIT_RESUMES:
             return AgentOutcome(termination_reason="completed", failure_classification="upstream_rate_limit",
                                 failure_message=f"turn {turn} ended on a rate limit after {turn - 1} resumes",
                                 **common)
-        if end not in ("rate_limited", "upstream_failed"):
-            return _final(end, outcome, **common)
-        rate_limit_resumes += end == "rate_limited"
-        log.info("turn %d ended on %s; resuming the session in %.0fs", turn, end, limits.resume_delay_sec)
-        time.sleep(limits.resume_delay_sec)
+        rate_limit_resumes += 1
+        log.info("turn %d ended on a rate limit; resuming the session in %.0fs", turn, limits.resume_delay_sec)
+        clock.sleep(limits.resume_delay_sec)
         waited_sec += limits.resume_delay_sec
         argv = plan.resume_argv
-    return AgentOutcome(termination_reason="completed", failure_classification="upstream_failures",
-                        failure_message=f"{MAX_TURNS} turns ended on upstream failures", turns=MAX_TURNS,
-                        rate_limit_resumes=rate_limit_resumes, tool_calls=tool_calls)
 
 
-def _turn_end(stop: str | None, outcome: TurnOutcome, state: TaskStateView) -> str:
-    """Why a turn ended, in the order that decides the attempt: the gateway's verdicts first, then the CLI's."""
+def _turn_end(stop: str | None, outcome: TurnOutcome, state: TaskStateView, upstream: str | None) -> str:
+    """Why a turn ended, in the order that decides the attempt: the gateway's verdicts first, then the CLI's.
+    `upstream` is how the turn's last generation ended at the gateway (its token-log row)."""
     if stop == "gateway_failed" or state.failed:
         return "gateway_failed"
     if stop is not None:
         return stop  # "timeout" or "no_progress"
-    if outcome.refused_budget or state.refused:
+    if outcome.refused_budget or state.refused or upstream == "refused_budget":
         return "budget"
     if outcome.succeeded or outcome.protocol_word:
         return "finished"
-    if outcome.ended_on_rate_limit:
+    if upstream == "rate_limited":
         return "rate_limited"
-    # The CLI gave up on an upstream error (it retries less than the gateway's five-in-a-row rule needs): the
-    # model never decided anything, so the session resumes rather than reading as an agent failure.
-    return "upstream_failed" if state.failed_in_a_row else "agent_quit"
+    if upstream == "failed":
+        return "upstream_failed"  # the CLI gave up on an upstream error before the gateway's five-in-a-row
+    return "agent_quit"
 
 
 def _final(end: str, outcome: TurnOutcome, **common: object) -> AgentOutcome:
     if end == "gateway_failed":
-        return AgentOutcome(termination_reason="completed", failure_classification="upstream_failures",
+        return AgentOutcome(termination_reason="completed", failure_classification="upstream_error",
                             failure_message="five consecutive failed generations at the gateway", **common)
+    if end == "upstream_failed":
+        return AgentOutcome(termination_reason="completed", failure_classification="upstream_error",
+                            failure_message=f"the agent CLI gave up after a failed generation at the gateway: "
+                            f"{outcome.error or 'no error reported'}", **common)
     if end in ("timeout", "no_progress"):
-        return AgentOutcome(termination_reason="timeout", failure_message=f"agent stopped by the "
-                            f"{end.replace('_', ' ')} limit", **common)
+        return AgentOutcome(termination_reason="timeout", termination_detail=end,
+                            failure_message=f"agent stopped by the {end.replace('_', ' ')} limit", **common)
     if end == "budget":
         return AgentOutcome(termination_reason="max_model_calls", **common)
     failure = None if end == "finished" else (outcome.error or "the agent ended without a protocol word")
     return AgentOutcome(termination_reason="completed", failure_message=failure, **common)
 
 
-def _watch(proc: GuestProcess, gateway_url: str, scope: str, credential: GatewayCredential, started: float,
-           waited_sec: float, limits: AgentLimits) -> str | None:
+def _watch(proc: GuestProcess, gateway: GatewayWatch, started: float, waited_sec: float, limits: AgentLimits,
+           clock: Clock) -> str | None:
     """Poll until the process exits (None) or a limit is hit ("timeout", "no_progress", "gateway_failed")."""
-    now = time.monotonic()
-    watch = _Watch(last_progress=now)
+    last_progress, seen = clock.monotonic(), None
+    waits = RateLimitWaits()
     while True:
-        time.sleep(limits.poll_sec)
+        clock.sleep(limits.poll_sec)
         status = proc.status()
-        state = _state(gateway_url, scope, credential)
+        fresh = gateway.poll()
+        state = gateway.last
         if not status.alive:
             return None
         if state.failed:
             return "gateway_failed"
-        now = time.monotonic()
+        now = clock.monotonic()
         signals = (status.stdout_bytes, state.calls_used, state.last_activity_at, state.rate_limit_waits)
-        if signals != watch.seen or state.waiting_now:
-            watch.seen, watch.last_progress = signals, now
-        grace = state.rate_limit_wait_sec + waited_sec
-        if limits.timeout_sec and now - started > limits.timeout_sec + grace:
+        if signals != seen or (fresh is not None and fresh.waiting_now):
+            seen, last_progress = signals, now
+        waited = waits.seconds(state, now) + waited_sec
+        if limits.timeout_sec and now - started > limits.timeout_sec + waited:
             return "timeout"
-        if limits.no_progress_sec and now - watch.last_progress > limits.no_progress_sec:
+        if limits.no_progress_sec and now - last_progress > limits.no_progress_sec:
             return "no_progress"
-
-
-def _state(gateway_url: str, scope: str, credential: GatewayCredential) -> TaskStateView:
-    return gateway_health(gateway_url, task=scope, secret=credential.secret).task or TaskStateView(task=scope)
 
 
 def _collect_turn(adapter: AgentAdapter, proc: GuestProcess, turn: int, result_dir: Path,

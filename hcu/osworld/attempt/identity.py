@@ -35,6 +35,6 @@ class AttemptId(BaseModel):
 
     @property
     def gateway_scope(self) -> str:
-        """The task scope in gateway URLs (`/t/<scope>/...`): the task id plus the attempt, so a retried
-        attempt starts with a fresh budget while the token log still reads by task id (one gateway per run)."""
-        return f"{self.task_id}.a{self.attempt}"
+        """The task scope in gateway URLs (`/t/<scope>/...`): the attempt id with dots, so a retried attempt
+        and another run's attempt of the same task on the same gateway each start with a fresh budget."""
+        return f"{self.run_id}.{self.task_id}.a{self.attempt}"

@@ -4,6 +4,7 @@ flags derived from the same fields a run config has."""
 from __future__ import annotations
 
 import argparse
+import secrets
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,18 +18,23 @@ from hcu.osworld.settings import SAFE_NAME, AttemptSettings, OneLineParser, add_
 class RunTaskOptions(AttemptSettings):
     task_id: str = Field(pattern=SAFE_NAME)
     """The OSWorld task id."""
-    run_id: str = Field(default="single", pattern=SAFE_NAME)
-    """Names the attempt (labels, gateway scope, containers) together with task_id and attempt."""
+    run_id: str = Field(default_factory=lambda: standalone_run_id(), pattern=SAFE_NAME)
+    """Names the attempt (labels, gateway scope, containers) together with task_id and attempt; default a new
+    `single-<time>-<random>` per run, so two standalone runs never share a scope, a container or a port."""
     attempt: int = Field(default=1, ge=1)
     """The attempt number (the queue counts infrastructure retries)."""
     result_dir: Path | None = None
-    """Default runs/single/<task>-<agent>-<time>/."""
+    """Default runs/single/<task>-<agent>-<run id>/."""
 
     def resolved_result_dir(self) -> Path:
         if self.result_dir is not None:
             return self.result_dir
-        tag = f"{self.task_id}-{self.agent}-{time.strftime('%Y%m%d-%H%M%S')}"
-        return REPO_ROOT / "runs" / "single" / tag
+        return REPO_ROOT / "runs" / "single" / f"{self.task_id}-{self.agent}-{self.run_id}"
+
+
+def standalone_run_id() -> str:
+    """A run id of its own for a run_task started by hand (the queue passes its run's id)."""
+    return f"single-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
 
 
 def parser() -> argparse.ArgumentParser:

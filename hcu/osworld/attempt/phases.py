@@ -7,7 +7,9 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+from hcu.osworld.attempt.interrupts import deadline
 from hcu.osworld.attempt.result import PhaseTiming
+from hcu.osworld.errors import PhaseError
 
 log = logging.getLogger("hcu.run_task")
 
@@ -22,14 +24,22 @@ class PhaseLog:
         self._on_change = on_change
 
     @contextmanager
-    def phase(self, name: str) -> Iterator[None]:
+    def phase(self, name: str, *, timeout_sec: float = 0.0,
+              overrun: type[PhaseError] | None = None) -> Iterator[None]:
+        """Run and time one phase; with `timeout_sec` (0 = none) and its timeout type `overrun`, the phase
+        ends with that error at its deadline, wherever it is blocked."""
         started = time.time()
         self.current = name
-        log.info("[%s] phase %s: start", self.attempt_id, name)
-        if self._on_change:
-            self._on_change(name)
-        try:
-            yield
+        try:  # from the start: a signal that lands while progress is written still ends this phase
+            log.info("[%s] phase %s: start", self.attempt_id, name)
+            if self._on_change:
+                self._on_change(name)
+            if overrun is None:
+                yield
+            else:
+                message = f"phase {name} overran its timeout of {timeout_sec:g} s (timeout_seconds)"
+                with deadline(timeout_sec, lambda: overrun(message)):
+                    yield
         except BaseException as exc:
             self._record(name, started, "failed", f"{type(exc).__name__}: {exc}")
             raise

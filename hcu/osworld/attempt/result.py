@@ -16,6 +16,7 @@ from hcu.record_io import Record
 
 Status = Literal["completed", "evaluator_error", "error"]
 TerminationReason = Literal["completed", "max_model_calls", "timeout"]
+TerminationDetail = Literal["timeout", "no_progress"]
 ProtocolWord = Literal["TASK_COMPLETE", "TASK_INFEASIBLE", "ASK_USER"]
 
 
@@ -68,6 +69,8 @@ class TaskResult(Record):
     evaluator_score: float | None = None
     """What the official evaluator returned, kept even when the termination reason overrides it."""
     termination_reason: TerminationReason | None = None
+    termination_detail: TerminationDetail | None = None
+    """Which limit a `timeout` termination was: the timeout itself, or the no-progress limit."""
     failure_classification: str | None = None
     """A key of `hcu.osworld.errors.POLICIES`, or None for a clean attempt."""
     failure_message: str | None = None
@@ -89,6 +92,8 @@ class TaskResult(Record):
     """The evaluator's getters that read nothing of the state (by name, with why)."""
     stand_ins: bool = False
     """The task's files were generated stand-ins (offline tests): never part of a scored run."""
+    settle_seconds: float | None = None
+    """How long the guest was left to settle after the agent's last action, before evaluation."""
     phases: list[PhaseTiming] = []
     started_at: float | None = None
     finished_at: float | None = None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from hcu.gateway.restore import TRACKED as GENERATION_OUTCOMES
 from hcu.gateway.tokenlog import read_token_log
 from hcu.osworld.attempt.result import Usage
 
@@ -32,3 +33,16 @@ def usage_for_scope(token_log: Path, scope: str) -> Usage | None:
     usage.rate_limit_wait_sec = round(usage.rate_limit_wait_sec, 3)
     usage.fully_accounted = accounted
     return usage
+
+
+def last_generation_outcome(token_log: Path | None, scope: str, since: float) -> str | None:
+    """How the scope's last generation since `since` (Unix time) ended at the gateway (`success`, `failed`,
+    `rate_limited`, `refused_budget`, ...): the gateway's verdict, not the CLI's wording. None when there was
+    none, or no token log to read."""
+    if token_log is None:
+        return None
+    last = None
+    for row in read_token_log(token_log):
+        if row.task == scope and row.time >= since and row.outcome in GENERATION_OUTCOMES:
+            last = row.outcome
+    return last

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from hcu.osworld.attempt.identity import AttemptId
 from hcu.osworld.defaults import BENCHMARKS, GUEST
+from hcu.osworld.errors import ConfigurationError
 from hcu.osworld.guest import container_image, readiness
 from hcu.osworld.guest import overlay as overlays
 from hcu.osworld.guest import ports as port_leases
@@ -178,17 +179,18 @@ def start_guest(
 
 
 def _check_prerequisites(client: docker.DockerClient, spec: GuestSpec) -> ContainerImage:
-    """The guest's container image, pinned (a missing QEMU image is pulled); refuses what cannot boot."""
+    """The guest's container image, pinned (a missing QEMU image is pulled); refuses, as a ConfigurationError
+    (never retried), what no attempt could boot."""
     if spec.kind == "qemu":
         overlays.check_image(Path(spec.image), spec.volume_size_gb)
         if not KVM_DEVICE.exists():
-            raise RuntimeError(
+            raise ConfigurationError(
                 f"{KVM_DEVICE} is missing: the official guest needs KVM (TCG boots too slowly)"
             )
     try:
         return container_image.resolve(client, spec.container_image, pull=spec.kind == "qemu")
     except docker.errors.ImageNotFound:
-        raise RuntimeError(f"image {spec.image} not found: build it with `make test-desktop`") from None
+        raise ConfigurationError(f"image {spec.image} not found: build it with `make test-desktop`") from None
 
 
 def _create_overlay(spec: GuestSpec, attempt: AttemptId, work_dir: Path) -> Path | None:

@@ -12,6 +12,7 @@ from pathlib import Path
 import orjson
 from pydantic import BaseModel
 
+from hcu.osworld.errors import ConfigurationError
 from hcu.osworld.guest.state_dir import state_dir
 
 QEMU_IMG_TIMEOUT_SEC = 60.0
@@ -41,7 +42,7 @@ def _qemu_img(*args: str) -> str:
             ["qemu-img", *args], capture_output=True, text=True, timeout=QEMU_IMG_TIMEOUT_SEC, check=False
         )
     except FileNotFoundError:
-        raise RuntimeError("qemu-img not found: install the Debian package qemu-utils") from None
+        raise ConfigurationError("qemu-img not found: install the Debian package qemu-utils") from None
     if done.returncode != 0:
         raise RuntimeError(f"qemu-img {args[0]} failed: {done.stderr.strip()}")
     return done.stdout
@@ -54,14 +55,18 @@ def image_info(image: Path) -> ImageInfo:
 
 
 def check_image(image: Path, volume_size_gb: int) -> ImageInfo:
-    """Refuse an image that is not a qcow2 file, or a volume larger than the image's virtual size."""
+    """Refuse (a ConfigurationError) an image that is not a qcow2 file, or a volume larger than the image's
+    virtual size."""
     if not image.is_file():
-        raise ValueError(f"guest image {image}: no such file")
-    info = image_info(image)
+        raise ConfigurationError(f"guest image {image}: no such file")
+    try:
+        info = image_info(image)
+    except RuntimeError as exc:
+        raise ConfigurationError(f"guest image {image}: unreadable ({exc})") from None
     if info.format != "qcow2":
-        raise ValueError(f"guest image {image}: format is {info.format}, expected qcow2")
+        raise ConfigurationError(f"guest image {image}: format is {info.format}, expected qcow2")
     if volume_size_gb * GIB > info.virtual_size:
-        raise ValueError(
+        raise ConfigurationError(
             f"volume_size {volume_size_gb} GiB exceeds the virtual size of {image} "
             f"({info.virtual_size / GIB:g} GiB); use a volume_size of at most that or a larger image"
         )

@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+import docker.errors
 import requests
 from docker.models.containers import Container
 from pydantic import BaseModel
@@ -23,6 +24,10 @@ from hcu.osworld.guest.api import GuestAPI, GuestAPIError
 POLL_INTERVAL_SEC = 0.2
 PROBE_TIMEOUT_SEC = 10.0
 SUDO_TIMEOUT_SEC = 30.0
+GUEST_FAILURES = (GuestAPIError, docker.errors.DockerException, requests.RequestException, RuntimeError,
+                  TimeoutError, OSError)
+"""What a guest that does not come up raises; anything else (a TypeError in hcu, a ConfigurationError, an
+interruption) passes through unrelabelled."""
 GIB = 1 << 30
 MIN_GROWN_FRACTION = 0.9
 """Share of volume_size the guest's root filesystem must reach (its metadata takes the rest); OSWorld-V2's own
@@ -46,7 +51,8 @@ class StepNote:
 
 
 class Readiness:
-    """Records each step's duration and outcome; a failed step raises GuestError naming it."""
+    """Records each step's duration and outcome; a step that fails as a guest fails (GUEST_FAILURES) raises
+    GuestError naming it."""
 
     def __init__(self, guest_name: str) -> None:
         self.guest_name = guest_name
@@ -58,7 +64,7 @@ class Readiness:
         note = StepNote()
         try:
             yield note
-        except Exception as exc:
+        except GUEST_FAILURES as exc:
             error = str(exc) or type(exc).__name__
             self.steps.append(
                 ReadinessStep(name=name, duration_sec=_since(started), ok=False, error=error, detail=note.detail)

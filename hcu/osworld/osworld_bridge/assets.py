@@ -44,6 +44,12 @@ class AssetError(SetupError):
     """An asset could not be resolved: offline miss, bad URL, or a failed download."""
 
 
+class OfflineAssetMiss(AssetError):
+    """offline_assets is on and the cache lacks a file: every attempt would miss it the same way."""
+
+    classification = "configuration"
+
+
 def is_url(source: str) -> bool:
     return urlsplit(source).scheme in ("http", "https")
 
@@ -126,7 +132,7 @@ class AssetCache(BaseModel):
         if path.is_file():
             return path
         if self.offline:
-            raise AssetError(
+            raise OfflineAssetMiss(
                 f"asset {source} is not in the asset cache at {path} (offline_assets forbids downloading)"
             )
         lock_name = hashlib.sha256(str(path).encode()).hexdigest() + ".lock"

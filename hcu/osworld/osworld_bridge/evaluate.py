@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from hcu.osworld.attempt.result import EmptyGetter
-from hcu.osworld.errors import EvaluatorError
+from hcu.osworld.errors import ConfigurationError, EvaluatorError
 from hcu.osworld.osworld_bridge.assets import AssetCache, AssetError, is_url
 from hcu.osworld.osworld_bridge.process import OSWorldCodeError, OSWorldProcess
 from hcu.osworld.osworld_bridge.protocol import mask, one_line
@@ -91,7 +91,8 @@ def evaluate(
     assets: AssetCache,
     deadline_sec: float = DEFAULT_DEADLINE_SEC,
 ) -> EvalResult:
-    """Score the guest's current state. Raises `EvaluatorError` on any failure (never returns a false 0)."""
+    """Score the guest's current state (`deadline_sec` 0 = none). Raises `EvaluatorError` on any failure (never
+    returns a false 0), or `ConfigurationError` for an asset an offline cache lacks."""
     started = time.monotonic()
     details: dict[str, Any] = {"agent_last_action": agent_last_action}
     try:
@@ -106,7 +107,8 @@ def evaluate(
             answer = _evaluate_v1(process, task, agent_last_action, password, cache_dir, assets, deadline_sec,
                                   details)
     except (SetupStepError, AssetError, OSWorldCodeError) as exc:
-        raise EvaluatorError(one_line(mask(f"task {task.id}: {exc}", password))) from None
+        failure = ConfigurationError if exc.classification == "configuration" else EvaluatorError
+        raise failure(one_line(mask(f"task {task.id}: {exc}", password))) from None
     empty = answer.pop("getters_read_nothing", [])
     details.update(answer)
     details["duration_sec"] = round(time.monotonic() - started, 3)
@@ -122,6 +124,6 @@ def _evaluate_v1(process: OSWorldProcess, task: TaskDefinition, last_action: str
         process, evaluator.get("postconfig", []), password=password, cache_dir=cache_dir, assets=assets,
         step_deadline_sec=deadline_sec, what="postconfig step")]
     prefill_cloud_files(evaluator, cache_dir, assets)
-    remaining = max(deadline_sec - (time.monotonic() - started), 1.0)
+    remaining = max(deadline_sec - (time.monotonic() - started), 1.0) if deadline_sec > 0 else 0.0  # 0 = none
     return process.call("evaluate", {"task": task.osworld_config(), "last_action": last_action},
                         deadline_sec=remaining, what="evaluator")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import shutil
 import time
 import uuid
@@ -23,7 +24,7 @@ from typing import Any, Protocol
 import orjson
 from pydantic import BaseModel
 
-from hcu.osworld.errors import SetupError
+from hcu.osworld.errors import ConfigurationError, PhaseError, SetupError
 from hcu.osworld.osworld_bridge.assets import AssetCache, AssetError
 from hcu.osworld.osworld_bridge.process import OSWorldCodeError, OSWorldProcess, resolve_python
 from hcu.osworld.osworld_bridge.protocol import mask, one_line
@@ -88,11 +89,36 @@ StepCheck = Callable[[dict[str, Any]], list[str]]
 
 
 class SetupStepError(SetupError):
-    """A setup step failed; `records` holds every step run so far, the failed one last."""
+    """A setup step failed; `records` holds every step run so far, the failed one last. An asset missing from
+    an offline cache keeps its `configuration` class."""
 
-    def __init__(self, message: str, records: list[SetupStepRecord]) -> None:
-        super().__init__(message)
+    def __init__(self, message: str, records: list[SetupStepRecord], cause: PhaseError | None = None) -> None:
+        super().__init__(message, classification=cause.classification if cause else None)
         self.records = records
+
+
+class MissingApplication(ConfigurationError):
+    """A `launch` step's program is not installed in the guest (VS Code on the test desktop): every attempt
+    fails the same way, so it is never retried and never scored."""
+
+
+APPLICATIONS = {"code": "VS Code", "google-chrome": "Google Chrome", "gimp": "GIMP", "vlc": "VLC",
+                "libreoffice": "LibreOffice", "soffice": "LibreOffice", "thunderbird": "Thunderbird"}
+"""Programs the tasks launch, by the application they name (for the one-line error)."""
+
+
+def missing_program(step: dict[str, Any], error: str) -> str | None:
+    """The program of a `launch` step when the guest answered that it does not exist, else None."""
+    if step.get("type") != "launch":
+        return None
+    command = (step.get("parameters") or {}).get("command") or []
+    try:
+        words = shlex.split(command) if isinstance(command, str) else [str(w) for w in command]
+    except ValueError:
+        return None
+    if not words:
+        return None
+    return words[0] if f"No such file or directory: '{words[0]}'" in error else None
 
 
 def mask_values(value: Any, password: str) -> Any:
@@ -193,6 +219,7 @@ def run_steps(
         error: str | None = None
         answers: list[Any] = []
         checked: list[str] = []
+        cause: PhaseError | None = None
         label = f"{what} {index} ({step_type})"
         try:
             prefill(step, cache_dir, assets)
@@ -201,15 +228,19 @@ def run_steps(
             if check is not None:
                 checked = check(step)
         except (AssetError, SetupError) as exc:
-            error = one_line(mask(str(exc), password))
+            error, cause = one_line(mask(str(exc), password)), exc
         except OSWorldCodeError as exc:
             error = one_line(mask(str(exc).removeprefix(f"{label}: "), password))
+            if program := missing_program(step, error):
+                name = APPLICATIONS.get(Path(program).name, program)
+                error = f"missing application: {name} (`{program}`) is not installed in the guest; {error}"
+                cause = MissingApplication(error)
         records.append(SetupStepRecord(index=index, type=step_type, parameters=parameters, ok=error is None,
                                        duration_sec=round(time.monotonic() - started, 3), error=error,
                                        guest_answers=answers, checks=checked))
         if error is not None:
             shown = orjson.dumps(parameters).decode()
-            raise SetupStepError(f"{label} failed: {error}; parameters: {shown}", records)
+            raise SetupStepError(f"{label} failed: {error}; parameters: {shown}", records, cause)
     return records
 
 
@@ -234,18 +265,18 @@ def run_setup(
 
 def _run_v2_setup(process: OSWorldProcess, task: TaskDefinition, *, password: str, cache_dir: Path,
                   assets: AssetCache, deadline_sec: float) -> list[SetupStepRecord]:
-    started, error = time.monotonic(), None
+    started, error, cause = time.monotonic(), None, None
     label = "setup step 0 (task_class.setup)"
     try:
         for step in task.config:  # a class that keeps V1-style steps may download through them
             prefill(step, cache_dir, assets)
         process.call("v2_setup", task.v2_ref(), deadline_sec=deadline_sec, what=label)
     except AssetError as exc:
-        error = str(exc)
+        error, cause = str(exc), exc
     except OSWorldCodeError as exc:
         error = one_line(mask(str(exc).removeprefix(f"{label}: "), password))
     record = SetupStepRecord(index=0, type="task_class.setup", parameters={}, ok=error is None,
                              duration_sec=round(time.monotonic() - started, 3), error=error)
     if error is not None:
-        raise SetupStepError(f"{label} failed: {error}", [record])
+        raise SetupStepError(f"{label} failed: {error}", [record], cause)
     return [record]

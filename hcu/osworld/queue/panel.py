@@ -38,6 +38,11 @@ class QueueRefused(Exception):
     """The queue will not run on this directory; the message says why in one line."""
 
 
+class QueueStopped(Exception):
+    """An attempt ended on a failure every other attempt would repeat (errors.py `stop_queue`): the queue
+    launched nothing more, let the running attempts finish, and says why in one line."""
+
+
 @contextmanager
 def run_lock(run_dir: Path) -> Iterator[None]:
     """One queue per run directory. The OS drops the lock when its holder dies, even by kill -9."""
@@ -82,6 +87,8 @@ class PanelQueue:
                  gate: LaunchGate | None = None) -> None:
         self.config, self.runner, self.poll_interval_sec = config, list(runner), poll_interval_sec
         self.gate, self.held = gate, ""
+        self.stopped = ""
+        """Why launches stopped for good in this run of the queue (one line); empty while they go on."""
         self.run_dir = config.run_dir
         self.specs = {task.id: task for task in config.tasks}
         self.pending: deque[str] = deque()
@@ -99,31 +106,35 @@ class PanelQueue:
         self._event("start", pid=os.getpid())
         try:
             self._adopt()
-            while self.pending or self.active:
+            while self.active or (self.pending and not self.stopped):
                 self._reap()
                 self._launch_due()
-                self._write_status(self.held)
-                if self.pending or self.active:
+                self._write_status(self.stopped or self.held)
+                if self.active or (self.pending and not self.stopped):
                     time.sleep(self.poll_interval_sec)
         except BaseException:
             self._write_status(f"Queue stopped; {len(self.active)} attempts keep running and are adopted "
                                "by the next start.")
             self._event("stop", active=sorted(self.active))
             raise
+        if self.stopped:
+            self._write_status(f"{self.stopped}. Fix it and start the queue again: it runs what is left.")
+            self._event("stopped", reason=self.stopped, pending=list(self.pending))
+            raise QueueStopped(self.stopped)
         self._write_status("All tasks final.")
         self._event("done", states=dict(Counter(self.final.values())))
         return dict(self.final)
 
     def _adopt(self) -> None:
         """Take over what the last queue left: live attempts, finished results, dead attempts, containers."""
-        for task in self.config.tasks:
-            self._take(scan_task(self.run_dir, task.id))
+        for task in self.config.tasks:  # a configuration failure found now is one the operator has since fixed
+            self._take(scan_task(self.run_dir, task.id), stop_on_config=False)
         live = {(task_id, active.attempt) for task_id, active in self.active.items()}
         for task_id, attempt in sorted(run_attempts_with_containers(str(self.config.run_id)) - live):
             cleanup_attempt(AttemptId(run_id=str(self.config.run_id), task_id=task_id, attempt=attempt))
             self._event("orphan_containers_removed", task_id=task_id, attempt=attempt)
 
-    def _take(self, view: TaskView) -> None:
+    def _take(self, view: TaskView, *, stop_on_config: bool = True) -> None:
         """Put a scanned task where it belongs."""
         if view.state in ("finished", "exhausted"):
             self.final[view.task_id] = view.state
@@ -142,14 +153,19 @@ class PanelQueue:
                                f"{view.lease.host}; run the queue there (this host cannot see its process)")
         elif view.state == "interrupted":
             self._set_aside(view, "interrupted", "the runner is gone and left no result.json")
+        elif view.state == "config_failed":  # set aside, so the next start runs it once the cause is fixed
+            assert view.result is not None and view.result.failure_classification is not None
+            reason = view.result.failure_message or view.result.failure_classification
+            if stop_on_config and not self.stopped:
+                self.stopped = f"launches stopped: task {view.task_id}: {reason}"[:500].splitlines()[0]
+            self._set_aside(view, view.result.failure_classification, reason)
         else:
             assert view.result is not None and view.result.failure_classification is not None
             self._set_aside(view, view.result.failure_classification, view.result.failure_message or "")
 
     def _set_aside(self, view: TaskView, classification: str, reason: str) -> None:
         """Move an infrastructure-failed or interrupted attempt to retries/<task>-<n>/ and queue the task."""
-        policy = policy_for(classification)
-        pause = policy.pause_launches_sec if policy else 0.0
+        pause = policy_for(classification).pause_launches_sec
         task_dir, name = self._result_dir(view.task_id), f"{view.task_id}-{view.attempt}"
         note = RetryNote(task_id=view.task_id, attempt=view.attempt, failure_classification=classification,
                          reason=reason[:500], moved_at=time.time(), pause_launches_sec=pause)
@@ -175,6 +191,7 @@ class PanelQueue:
             self.children.pop(task_id, None)
             view = scan_task(self.run_dir, task_id)
             outcome = {"infra_failed": "set aside", "interrupted": "set aside (interrupted)",
+                       "config_failed": "set aside; launches stopped",
                        "exhausted": "out of attempts"}.get(view.state, view.state)
             self.finishes.append(Finish(task_id, active.attempt, outcome, time.time(),
                                         time.time() - active.started_at))
@@ -187,7 +204,8 @@ class PanelQueue:
     def _launch_due(self) -> None:
         config = self.config
         checked, self.held = False, ""
-        while (self.pending and len(self.active) < config.max_active_tasks and time.time() >= self.pause_until
+        while (not self.stopped and self.pending and len(self.active) < config.max_active_tasks
+               and time.time() >= self.pause_until
                and time.time() - self.last_launch >= config.launch_stagger_seconds):
             if self.gate and not checked:
                 self.held, checked = self.gate() or "", True
@@ -245,8 +263,9 @@ def describe_plan(config: RunConfig) -> str:
              ("config: matches the stored config.json (resume)" if not changed else
               f"config: REFUSED, {', '.join(changed)} differ from the stored config.json"),
              f"gateway: {config.gateway}",
-             f"gateway flags: --out {config.token_log} --max-requests-per-task {config.max_model_calls} "
-             f"--scope-key-file {config.scope_key_file}"]
+             f"gateway flags: --out {config.token_log} --max-requests-per-task {config.max_model_calls}"
+             + (" (0 = no budget)" if config.max_model_calls == 0 else "")
+             + f" --scope-key-file {config.scope_key_file}"]
     for key in ("guest_image", "test_desktop", "tasks_dir", "results_dir", "token_log", "artifact_dir",
                 "asset_cache", "agent_binary", "mcp_binary", "instructions_file", "base_instructions_file"):
         value = getattr(config, key)

@@ -21,8 +21,10 @@ from hcu.osworld.attempt.result import TaskResult, result_if_readable
 from hcu.osworld.errors import MAX_ATTEMPTS, policy_for
 from hcu.record_io import Record, read_record
 
-TaskState = Literal["pending", "active", "finished", "interrupted", "infra_failed", "exhausted", "foreign"]
-"""foreign: leased by a runner on another host, whose process this host cannot see."""
+TaskState = Literal["pending", "active", "finished", "interrupted", "infra_failed", "config_failed", "exhausted",
+                    "foreign"]
+"""config_failed: ended on a class that stops the queue (errors.py); foreign: leased by a runner on another
+host, whose process this host cannot see."""
 
 
 class RetryNote(Record):
@@ -105,7 +107,9 @@ def scan_task(run_dir: Path, task_id: str) -> TaskView:
     view.result = result_if_readable(task_dir / "result.json")
     if view.result is not None:
         policy = policy_for(view.result.failure_classification)
-        if policy is None or not (policy.infrastructure and policy.retry):
+        if policy.stop_queue:
+            view.state = "config_failed"
+        elif not policy.retry:
             view.state = "finished"
         else:  # the last allowed attempt stays in tasks/, unscored
             view.state = "infra_failed" if attempt < MAX_ATTEMPTS else "exhausted"

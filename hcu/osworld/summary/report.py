@@ -30,7 +30,7 @@ def _headline(s: dict[str, Any]) -> list[str]:
     n = s["tasks"]
     score = (f"**{pct(s['score'])}**" if s["score"] is not None else
              f"**withheld**: {s['withheld']} of {n} tasks have no usable score")
-    tokens = s["tokens"]
+    tokens, retried = s["tokens"], s["retried"]
     per_result = tokens["per_valid_result"]
     return [
         "| | |", "|---|---|",
@@ -52,6 +52,9 @@ def _headline(s: dict[str, Any]) -> list[str]:
         f"| Tokens (tasks fully accounted: {tokens['accounted_tasks']}/{n}) | {tokens['total']:,} "
         f"(input {tokens['input_tokens']:,}, output {tokens['output_tokens']:,}); per valid result "
         f"{'n/a' if per_result is None else f'{per_result:,.0f}'} |",
+        f"| Retried attempts (not scored, spent) | {retried['attempts']}: {_duration(retried['machine_sec'])}, "
+        f"{retried['model_calls']} model calls, {retried['total']:,} tokens (input {retried['input_tokens']:,}, "
+        f"output {retried['output_tokens']:,}; fully accounted {retried['accounted_attempts']}) |",
     ]
 
 
@@ -64,6 +67,16 @@ def _group_table(title: str, groups: dict[str, dict[str, Any]]) -> list[str]:
     for name, g in groups.items():
         lines.append(f"| {name} | {g['tasks']} | {g['valid']} | {g['withheld']} | {pct(g['score'])} | "
                      f"{pct(g['lower_bound'])} | {g['binary_successes']} |")
+    return lines
+
+
+def _classes(classes: dict[str, dict[str, Any]]) -> list[str]:
+    if not classes:
+        return []
+    lines = ["", "## Attempts by how they ended", "", "| class | attempts | retried | scored |", "|---|---|---|---|"]
+    for name, c in classes.items():
+        flags = ["n/a" if c[key] is None else ("yes" if c[key] else "no") for key in ("retried", "scored")]
+        lines.append(f"| {name} | {c['attempts']} | {flags[0]} | {flags[1]} |")
     return lines
 
 
@@ -94,7 +107,7 @@ def render_markdown(s: dict[str, Any]) -> str:
         lines += [SCRIPTED_BANNER, ""]
     lines += [f"Agent {s['agent']}, model {s['model']} ({s['effort']}), OSWorld {s['benchmark_version']}. "
               "One scored attempt per task.", ""]
-    lines += _headline(s)
+    lines += _headline(s) + _classes(s["attempts_by_class"])
     lines += _group_table("domain", s["by_domain"]) + _group_table("stratum", s["by_stratum"])
     if s["withheld_tasks"]:
         lines += ["", f"## Withheld ({len(s['withheld_tasks'])})", ""]

@@ -1,9 +1,9 @@
 """One row per config task, read from a run directory, with the reference's scoring rules applied.
 
-Rules (OSWORLD.md "Read results"): the denominator is every task in the config; a task that ended on the
-budget or the timeout scores 0 even if the evaluator passed it; a task without a usable score (missing
-result, evaluator error, runner error, infrastructure failure) is withheld; tokens count only when the
-gateway accounted for every generation of the task.
+Rules (OSWORLD.md "Read results", applied through the error table `hcu.osworld.errors`): the denominator is
+every task in the config; a task that ended on the budget or the timeout scores 0 even if the evaluator passed
+it or then failed; a task without a usable score (missing result, evaluator error, runner error,
+infrastructure failure) is withheld; tokens count only when the gateway accounted for every generation.
 """
 
 from __future__ import annotations
@@ -16,11 +16,12 @@ from pathlib import Path
 import orjson
 from pydantic import ValidationError
 
-from hcu.osworld.attempt.result import TaskResult
-from hcu.osworld.errors import policy_for
+from hcu.osworld import errors
+from hcu.osworld.attempt.result import TaskResult, Usage
 from hcu.osworld.queue.config import RunConfig
 
-ZERO_TERMINATIONS = ("max_model_calls", "timeout")
+STATUS_CLASSES = {"evaluator_error": "evaluator", "error": "runner"}
+"""The class a result without `failure_classification` is read as (a reference-only result.json)."""
 
 
 @dataclass
@@ -49,24 +50,25 @@ class TaskRow:
     getters_read_nothing: str = ""
     """The getters that read nothing of the state (comma list): the score stands, summary.md lists the task."""
     stand_ins: bool = False
+    ended_as: str = ""
+    """How the attempt in tasks/ ended: its class, "clean", or "no result"; empty when there is none."""
 
     @property
     def valid(self) -> bool:
         return self.score is not None
 
 
+def failure_class(result: TaskResult) -> str | None:
+    """The result's class; a result with only the reference's fields names none, so its status stands in."""
+    return result.failure_classification or STATUS_CLASSES.get(result.status)
+
+
 def counted_score(result: TaskResult) -> tuple[float | None, str]:
-    """(score, why withheld) for a readable result."""
-    if result.status != "completed":
-        return None, result.status
-    policy = policy_for(result.failure_classification)
-    if policy is not None and policy.infrastructure:
-        return None, f"infrastructure failure ({result.failure_classification})"
-    if result.termination_reason in ZERO_TERMINATIONS:
-        return 0.0, ""
-    if result.score is None:
-        return None, "completed without a score"
-    return float(result.score), ""
+    """(score, why withheld) for a readable result, by the error table (errors.counted_score)."""
+    score = errors.counted_score(failure_class(result), result.termination_reason, result.score)
+    if score is not None:
+        return float(score), ""
+    return None, result.status if result.status != "completed" else "completed without a score"
 
 
 def read_result_and_status(path: str) -> tuple[TaskResult | None, str]:
@@ -92,12 +94,12 @@ def _duration(result: TaskResult) -> float | None:
 def task_row(config: RunConfig, tasks_dir: str, index: int, retries: Counter[str]) -> TaskRow:
     task = config.tasks[index]
     result, status = read_result_and_status(os.path.join(tasks_dir, task.id, "result.json"))
-    attempts = retries[task.id] + (1 if result is not None or os.path.isdir(os.path.join(tasks_dir, task.id))
-                                   else 0)
+    current = result is not None or os.path.isdir(os.path.join(tasks_dir, task.id))
     domain = config.domain_of(task) or (result.task_domain if result else None) or "unknown"
     row = TaskRow(task_id=task.id, domain=domain, stratum=task.stratum or "", status=status,
                   evaluator_score=None, score=None, withheld_reason=status, termination="", failure_class="",
-                  attempts=attempts, model_calls=None, tokens=None, duration_sec=None, usage_accounted=False)
+                  attempts=retries[task.id] + current, model_calls=None, tokens=None, duration_sec=None,
+                  usage_accounted=False, ended_as="no result" if current else "")
     if result is None:
         return row
     row.status = result.status
@@ -105,7 +107,8 @@ def task_row(config: RunConfig, tasks_dir: str, index: int, retries: Counter[str
     row.evaluator_score = result.evaluator_score if result.evaluator_score is not None else result.score
     row.score, row.withheld_reason = counted_score(result)
     row.termination = result.termination_reason or ""
-    row.failure_class = result.failure_classification or ""
+    row.failure_class = failure_class(result) or ""
+    row.ended_as = row.failure_class or "clean"
     row.duration_sec = _duration(result)
     row.getters_read_nothing = ", ".join(g.getter for g in result.getters_read_nothing)
     row.stand_ins = result.stand_ins
@@ -135,32 +138,44 @@ def retry_counts(entries: list[os.DirEntry[str]]) -> Counter[str]:
     return counts
 
 
-def retry_machine_sec(entries: list[os.DirEntry[str]]) -> tuple[float, int]:
-    """Machine time of set-aside attempts: their result's duration, or lease start to the move; also how
-    many attempts had neither."""
-    total, unknown = 0.0, 0
-    for entry in entries:
-        base = Path(entry.path)
-        result, _ = read_result_and_status(os.path.join(entry.path, "result.json"))
-        seconds = _duration(result) if result is not None else None
-        if seconds is None:
-            try:
-                started = orjson.loads((base / "attempt.json").read_bytes())["started_at"]
-                seconds = orjson.loads((base / "retry.json").read_bytes())["moved_at"] - started
-            except (FileNotFoundError, orjson.JSONDecodeError, KeyError, TypeError):
-                seconds = None
-        if seconds is None:
-            unknown += 1
-        else:
-            total += seconds
-    return total, unknown
+@dataclass
+class RetriedAttempt:
+    """An attempt set aside under retries/: never scored, but its machine time and tokens were spent."""
+
+    name: str
+    failure_class: str
+    duration_sec: float | None
+    usage: Usage | None
 
 
-def load_rows(config: RunConfig, run_dir: Path) -> tuple[list[TaskRow], float, int]:
-    """Rows for every config task, plus machine seconds spent on retries and attempts of unknown length."""
+def read_retried(entry: os.DirEntry[str]) -> RetriedAttempt:
+    """Class, length and usage of a set-aside attempt: from its result.json, else its lease and retry note."""
+    base = Path(entry.path)
+    result, _ = read_result_and_status(os.path.join(entry.path, "result.json"))
+    if result is not None and (seconds := _duration(result)) is not None and failure_class(result):
+        return RetriedAttempt(entry.name, str(failure_class(result)), seconds, result.usage)
+    note = _json_or_empty(base / "retry.json")
+    seconds = _duration(result) if result is not None else None
+    if seconds is None:
+        started, moved = _json_or_empty(base / "attempt.json").get("started_at"), note.get("moved_at")
+        if isinstance(started, (int, float)) and isinstance(moved, (int, float)):
+            seconds = moved - started
+    cls = (failure_class(result) if result is not None else None) or note.get("failure_classification")
+    return RetriedAttempt(entry.name, str(cls or "unknown"), seconds, result.usage if result is not None else None)
+
+
+def _json_or_empty(path: Path) -> dict:
+    try:
+        value = orjson.loads(path.read_bytes())
+    except (FileNotFoundError, orjson.JSONDecodeError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def load_rows(config: RunConfig, run_dir: Path) -> tuple[list[TaskRow], list[RetriedAttempt]]:
+    """Rows for every config task, and every attempt set aside under retries/."""
     entries = retry_dirs(run_dir)
     counts = retry_counts(entries)
     tasks_dir = str(run_dir / "tasks")
     rows = [task_row(config, tasks_dir, index, counts) for index in range(len(config.tasks))]
-    retry_sec, unknown = retry_machine_sec(entries)
-    return rows, retry_sec, unknown
+    return rows, [read_retried(entry) for entry in entries]

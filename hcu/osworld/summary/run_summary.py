@@ -15,10 +15,10 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
-from hcu.osworld.errors import RETRY_POLICY
+from hcu.osworld.errors import LIMIT_TERMINATIONS, POLICIES, RETRY_POLICY, policy_for
 from hcu.osworld.queue.config import RunConfig
 from hcu.osworld.summary.report import render_markdown
-from hcu.osworld.summary.rows import TaskRow, load_rows
+from hcu.osworld.summary.rows import RetriedAttempt, TaskRow, load_rows
 from hcu.osworld.summary.stats import mean_interval, paired_difference, wilson
 from hcu.record_io import write_atomic, write_json
 
@@ -71,8 +71,21 @@ def _grouped(rows: list[TaskRow], key: str) -> dict[str, dict[str, Any]]:
     return {name: group_stats(members) for name, members in sorted(groups.items()) if name}
 
 
-def _cost(rows: list[TaskRow], retry_sec: float, unknown: int) -> dict[str, Any]:
+def _retried_cost(retried: list[RetriedAttempt]) -> dict[str, Any]:
+    """What attempts set aside under retries/ spent: never scored, part of the campaign's cost."""
+    usages = [r.usage for r in retried if r.usage is not None]
+    accounted = [u for u in usages if u.fully_accounted]
+    tokens = {field: sum(getattr(u, field) for u in accounted)
+              for field in ("input_tokens", "cached_input_tokens", "output_tokens", "reasoning_tokens")}
+    return {"attempts": len(retried), "machine_sec": sum(r.duration_sec or 0.0 for r in retried),
+            "model_calls": sum(u.model_calls for u in usages), "accounted_attempts": len(accounted),
+            **tokens, "total": tokens["input_tokens"] + tokens["output_tokens"]}
+
+
+def _cost(rows: list[TaskRow], retried: list[RetriedAttempt]) -> dict[str, Any]:
     valid = sum(1 for row in rows if row.valid)
+    retry_sec = sum(r.duration_sec or 0.0 for r in retried)
+    unknown = sum(1 for r in retried if r.duration_sec is None)
     machine = sum(row.duration_sec or 0.0 for row in rows) + retry_sec
     accounted = [row for row in rows if row.usage_accounted]
     accounted_valid = sum(1 for row in accounted if row.valid)
@@ -84,14 +97,15 @@ def _cost(rows: list[TaskRow], retry_sec: float, unknown: int) -> dict[str, Any]
                                                        row.duration_sec is None),
             "model_calls": sum(row.model_calls or 0 for row in rows),
             "tokens": {"accounted_tasks": len(accounted), **tokens, "total": total_tokens,
-                       "per_valid_result": total_tokens / accounted_valid if accounted_valid else None}}
+                       "per_valid_result": total_tokens / accounted_valid if accounted_valid else None},
+            "retried": _retried_cost(retried)}
 
 
-def summarize_rows(config: RunConfig, rows: list[TaskRow], retry_sec: float, unknown: int) -> dict[str, Any]:
+def summarize_rows(config: RunConfig, rows: list[TaskRow], retried: list[RetriedAttempt]) -> dict[str, Any]:
     overall = group_stats(rows)
     counted = [row.score if row.score is not None else 0.0 for row in rows]
     interval = mean_interval(counted)
-    zeroed = [row for row in rows if row.termination in ("max_model_calls", "timeout") and row.valid]
+    zeroed = [row for row in rows if row.termination in LIMIT_TERMINATIONS and row.valid]
     return {
         "run_id": config.run_id, "benchmark_version": config.benchmark_version, "agent": config.agent,
         "model": config.model, "effort": config.effort, "scripted_model": config.scripted_model,
@@ -109,20 +123,33 @@ def summarize_rows(config: RunConfig, rows: list[TaskRow], retry_sec: float, unk
                                for row in rows if row.getters_read_nothing],
         "attempts": sum(row.attempts for row in rows),
         "retried_tasks": sum(1 for row in rows if row.attempts > 1),
-        **_cost(rows, retry_sec, unknown),
+        "attempts_by_class": attempts_by_class(rows, retried),
+        **_cost(rows, retried),
         "by_domain": _grouped(rows, "domain"), "by_stratum": _grouped(rows, "stratum"),
         "retry_policy": RETRY_POLICY,
     }
 
 
+def attempts_by_class(rows: list[TaskRow], retried: list[RetriedAttempt]) -> dict[str, dict[str, Any]]:
+    """How many attempts ended in each class (tasks/ and retries/), with what the error table does with it."""
+    counts = Counter(row.ended_as for row in rows if row.ended_as) + Counter(r.failure_class for r in retried)
+    out = {}
+    for name, count in sorted(counts.items(), key=lambda item: (-item[1], item[0])):
+        known = name in POLICIES or name == "clean"
+        policy = policy_for(None if name == "clean" else name)
+        out[name] = {"attempts": count, "retried": policy.retry if known else None,
+                     "scored": policy.scored if known else None}
+    return out
+
+
 def load_run(run_dir: Path) -> Run:
     config = load_run_config(run_dir)
-    rows, retry_sec, unknown = load_rows(config, run_dir)
+    rows, retried = load_rows(config, run_dir)
     made_with_stand_ins = [row.task_id for row in rows if row.stand_ins]
     if made_with_stand_ins:
         raise SummaryError(f"{run_dir}: {len(made_with_stand_ins)} result(s) were made with stand-in assets "
                            f"(generated task files, e.g. task {made_with_stand_ins[0]}): not a scored run")
-    return Run(run_dir, config, rows, summarize_rows(config, rows, retry_sec, unknown))
+    return Run(run_dir, config, rows, summarize_rows(config, rows, retried))
 
 
 def rerun_config(run: Run, task_ids: list[str]) -> dict[str, Any]:

@@ -1,0 +1,76 @@
+"""Item 11 (issue 14): timeout_seconds is per phase, as the reference says: boot, setup, probe, agent and
+evaluation each end at it with their own timeout type and class (the agent's case: tests/run_task)."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from hcu.demo.stand_in import scripted_stack
+from hcu.osworld.attempt.phases import PhaseLog
+from hcu.osworld.errors import (
+    BootTimeout,
+    EvaluationTimeout,
+    PhaseError,
+    PhaseTimeout,
+    ProbeTimeout,
+    SetupTimeout,
+    policy_for,
+)
+from tests.failures.conftest import StartFn, write_policies
+from tests.run_task.conftest import LOOK_STEPS, RENAME_MATCH, RENAME_TASK, policy
+
+
+@pytest.mark.parametrize("phase, overrun, classification", [
+    ("boot", BootTimeout, "guest"), ("setup", SetupTimeout, "setup"), ("probe", ProbeTimeout, "probe"),
+    ("evaluate", EvaluationTimeout, "evaluator")])
+def test_a_phase_ends_at_its_deadline_with_its_own_timeout(phase: str, overrun: type[PhaseError],
+                                                           classification: str) -> None:
+    """Wherever the phase is blocked (here: waiting on an event nobody sets), its deadline ends it."""
+    log = PhaseLog("test/t/1")
+    with pytest.raises(overrun) as ended, log.phase(phase, timeout_sec=0.2, overrun=overrun):
+        threading.Event().wait(60)
+    assert isinstance(ended.value, PhaseTimeout) and ended.value.classification == classification
+    assert "overran its timeout of 0.2 s (timeout_seconds)" in str(ended.value)
+    assert [(p.name, p.status) for p in log.phases] == [(phase, "failed")]
+
+
+@pytest.mark.docker
+@pytest.mark.artifacts
+def test_boot_ends_at_timeout_seconds(start_task: StartFn, unanswering_desktop: str, silent_gateway: str) -> None:
+    task = start_task(RENAME_TASK, gateway=silent_gateway,
+                      extra_args=["--test-desktop", unanswering_desktop, "--timeout-seconds", "5"])
+    result, code = task.finish()
+    assert (result.status, result.failure_classification, code) == ("error", "guest", 1), task.log()[-3000:]
+    assert "phase boot overran its timeout of 5 s" in result.failure_message
+    assert policy_for("guest").retry
+
+
+@pytest.mark.docker
+@pytest.mark.artifacts
+@pytest.mark.osworld
+def test_setup_ends_at_timeout_seconds(start_task: StartFn, blocking_tasks: Path, silent_gateway: str) -> None:
+    """The task's ten-minute setup step is cut at 40 s, and nothing of it lingers (the OSWorld process dies)."""
+    task = start_task("setup-blocks", gateway=silent_gateway, tasks_dir=blocking_tasks,
+                      extra_args=["--timeout-seconds", "40"])
+    result, code = task.finish()
+    assert (result.status, result.failure_classification, code) == ("error", "setup", 1), task.log()[-3000:]
+    assert "phase setup overran its timeout of 40 s" in result.failure_message
+
+
+@pytest.mark.docker
+@pytest.mark.artifacts
+@pytest.mark.osworld
+def test_evaluation_ends_at_timeout_seconds(start_task: StartFn, blocking_tasks: Path, tmp_path: Path) -> None:
+    """A stuck evaluator (a ten-minute postconfig step) ends at 40 s as an evaluator error, never a zero."""
+    looks = policy(RENAME_MATCH, LOOK_STEPS)
+    with scripted_stack("codex", write_policies(tmp_path, {"looks": looks}), token_log=tmp_path / "tokens.jsonl",
+                        max_model_calls=20, log_dir=tmp_path / "logs") as stack:
+        task = start_task("evaluation-blocks", gateway=stack.gateway_url, token_log=stack.token_log,
+                          tasks_dir=blocking_tasks, extra_args=["--timeout-seconds", "40"])
+        result, code = task.finish()
+    assert (result.status, result.failure_classification, result.score, code) == (
+        "evaluator_error", "evaluator", None, 1), task.log()[-3000:]
+    assert "phase evaluate overran its timeout of 40 s" in result.failure_message
