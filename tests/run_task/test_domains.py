@@ -6,7 +6,7 @@ The tasks' files come from `--asset-stand-ins` (no internet here), so their chec
 expected file: each check reads what the application wrote (a setting, a file saved by LibreOffice, a folder made
 by Thunderbird) against a rule. The calc task's rule is a fixed number (E3 = 191.6667, what the task's real
 workbook gives); the stand-in workbook lacks that data, so its policy enters the number itself, and Calc saves it.
-The untouched state of these same tasks scores 0 in tests/setup_eval/test_sweep.py (the sweep's canaries: setup,
+The untouched state of these same tasks scores 0 in tests/canary/test_sweep.py (the sweep's canaries: setup,
 postconfig and the evaluator, no agent): that is the do-nothing baseline, without a second agent run.
 
 The seven attempts run three at a time behind one scripted stack (one gateway, one budget per task scope).
