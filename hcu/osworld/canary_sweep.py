@@ -18,26 +18,16 @@ from typing import Any
 
 from hcu.osworld.canary import sweep_report
 from hcu.osworld.canary.sweep import Sweep, SweepError, SweepOptions, select_tasks
-from hcu.osworld.osworld_bridge.assets import AssetError, stand_in_cache
 from hcu.osworld.settings import OneLineParser, add_flags, parse_flags
-from hcu.osworld.setup_canary import guest_defaults
+from hcu.osworld.setup_canary import check_paths, guest_defaults
 
 
 def parse_args(argv: list[str] | None) -> SweepOptions:
     parser = OneLineParser(prog="python -m hcu.osworld.canary_sweep", description=__doc__)
     add_flags(parser, SweepOptions)
     opts = parse_flags(SweepOptions, argv, parser)
-    if not opts.tasks_dir.is_dir():
-        parser.error(f"--tasks-dir: {opts.tasks_dir} is not a folder")
-    if opts.guest_image is not None and not opts.guest_image.is_file():
-        parser.error(f"--guest-image: {opts.guest_image} is not a file")
-    if opts.out.exists() and not opts.out.is_dir():
-        parser.error(f"--out: {opts.out} exists and is not a folder")
-    if opts.asset_stand_ins:
-        try:
-            opts = opts.model_copy(update={"asset_cache": stand_in_cache(opts.asset_cache)})
-        except AssetError as exc:
-            parser.error(str(exc))
+    if (stand_ins := check_paths(parser, opts, "--out", opts.out)) is not None:
+        opts = opts.model_copy(update={"asset_cache": stand_ins})
     return opts.model_copy(update={**guest_defaults(opts, "v1"), "out": opts.out.resolve(),
                                    "tasks_dir": opts.tasks_dir.resolve()})
 

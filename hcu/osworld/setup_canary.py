@@ -99,18 +99,25 @@ def parse_args(argv: list[str] | None) -> CanaryOptions:
     parser = OneLineParser(prog="python -m hcu.osworld.setup_canary", description=__doc__)
     add_flags(parser, CanaryOptions)
     args = parse_flags(CanaryOptions, argv, parser)
+    check_paths(parser, args, "--result-dir", args.result_dir)
+    return args.model_copy(update=guest_defaults(args, args.benchmark_version))
+
+
+def check_paths(parser: OneLineParser, args: Any, folder_flag: str, folder: Path) -> Path | None:
+    """The paths the canary's and the sweep's flags name, checked (a bad one: one line, exit 2); the stand-in
+    cache when stand-ins are asked for."""
     if args.guest_image is not None and not args.guest_image.is_file():
         parser.error(f"--guest-image: {args.guest_image} is not a file")
     if args.tasks_dir is not None and not args.tasks_dir.is_dir():
         parser.error(f"--tasks-dir: {args.tasks_dir} is not a folder")
-    if args.result_dir.exists() and not args.result_dir.is_dir():
-        parser.error(f"--result-dir: {args.result_dir} exists and is not a folder")
-    if args.asset_stand_ins:
-        try:
-            stand_in_cache(args.asset_cache)
-        except AssetError as exc:
-            parser.error(str(exc))
-    return args.model_copy(update=guest_defaults(args, args.benchmark_version))
+    if folder.exists() and not folder.is_dir():
+        parser.error(f"{folder_flag}: {folder} exists and is not a folder")
+    if not args.asset_stand_ins:
+        return None
+    try:
+        return stand_in_cache(args.asset_cache)
+    except AssetError as exc:
+        parser.error(str(exc))
 
 
 def guest_defaults(args: GuestSettings, benchmark_version: str) -> dict[str, Any]:
