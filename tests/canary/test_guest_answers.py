@@ -17,6 +17,7 @@ from hcu.osworld.guest.answer import MESSAGE_LIMIT, answer_message
 from hcu.osworld.osworld_bridge.assets import AssetCache
 from hcu.osworld.osworld_bridge.child.getter_state import read_nothing, wrap_getters
 from hcu.osworld.osworld_bridge.child.guest_traffic import Watch, failures
+from hcu.osworld.osworld_bridge.child.offline import RefusingProxy
 from hcu.osworld.osworld_bridge.process import OSWorldCodeError
 from hcu.osworld.osworld_bridge.setup import SetupStepError, run_steps
 
@@ -166,3 +167,14 @@ def test_a_launch_of_a_program_the_guest_lacks_is_a_missing_application(tmp_path
     named = {"code": "VS Code", "gimp": "GIMP"}[program]
     assert (f"missing application: {named} (`{program}`)" in str(failed.value)) == (expected == "configuration")
     assert "\n" not in str(failed.value)
+
+
+def test_a_librarys_own_telemetry_is_refused_offline_but_never_named_as_the_tasks_fetch() -> None:
+    """onnxruntime reports usage from its own thread at any time: named, it would end up in whatever step
+    failed next (seen: the missing-application error of a vs_code canary)."""
+    proxy = RefusingProxy()
+    via = {"http": proxy.url, "https": proxy.url}
+    for url in ("http://mobile.events.data.microsoft.com/OneCollector/1.0/", "http://example.com/in.xlsx"):
+        assert requests.get(url, proxies=via, timeout=10).status_code == 403
+    assert proxy.take_refused() == ["http://example.com/in.xlsx"]
+    proxy.server.shutdown()
