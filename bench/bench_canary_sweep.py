@@ -14,6 +14,7 @@ out unless given `--long`. `python bench/bench_canary_sweep.py [--domains chrome
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import tempfile
@@ -26,19 +27,21 @@ import orjson
 from hcu import REPO_ROOT
 from hcu.osworld.attempt.identity import AttemptId
 from hcu.osworld.canary.sweep import DEFAULT_PARALLEL
+from hcu.osworld.defaults import GUEST
 from hcu.osworld.guest.lifecycle import GuestSpec, remove_guest, start_guest
 from hcu.osworld.guest.removal import cleanup
 
-IMAGE = "hcu-test-desktop:latest"
+IMAGE = os.environ.get("HCU_TEST_DESKTOP_IMAGE", GUEST.test_desktop_image)
+"""The test desktop (`--image`; `HCU_TEST_DESKTOP_IMAGE` as for the tests)."""
 TASKS_DIR = REPO_ROOT / "tests" / "osworld_tasks"
 
 
-def bare_canary_floor_sec(work_dir: Path) -> float:
+def bare_canary_floor_sec(image: str, work_dir: Path) -> float:
     """One gated boot of the test desktop and its removal: what every canary pays before setup starts."""
     run_id = f"bench-{uuid.uuid4().hex[:8]}"
     try:
         started = time.monotonic()
-        guest = start_guest(GuestSpec(kind="test-desktop", image=IMAGE),
+        guest = start_guest(GuestSpec(kind="test-desktop", image=image),
                             AttemptId(run_id=run_id, task_id="bench", attempt=1), work_dir=work_dir)
         remove_guest(guest)
         return time.monotonic() - started
@@ -48,7 +51,7 @@ def bare_canary_floor_sec(work_dir: Path) -> float:
 
 def run_sweep(out: Path, args: argparse.Namespace) -> float:
     command = [sys.executable, "-m", "hcu.osworld.canary_sweep", "--out", str(out), "--tasks-dir", str(TASKS_DIR),
-               "--test-desktop", IMAGE, "--asset-stand-ins", "--max-parallel", str(args.max_parallel)]
+               "--test-desktop", args.image, "--asset-stand-ins", "--max-parallel", str(args.max_parallel)]
     if args.domains:
         command += ["--domains", args.domains]
     if args.per_domain:
@@ -63,15 +66,16 @@ def main() -> None:
     parser.add_argument("--domains", help="only these domains of the index (comma list); default all")
     parser.add_argument("--per-domain", type=int, help="at most this many tasks per domain")
     parser.add_argument("--max-parallel", type=int, default=DEFAULT_PARALLEL)
+    parser.add_argument("--image", default=IMAGE, help=f"the test desktop image (default {IMAGE})")
     parser.add_argument("--out", type=Path, help="the sweep folder (kept; an existing one resumes)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
-        floor = bare_canary_floor_sec(Path(scratch))
+        floor = bare_canary_floor_sec(args.image, Path(scratch))
         out = args.out or Path(scratch) / "sweep"
         this_run = run_sweep(out, args)
         sweep = orjson.loads((out / "sweep.json").read_bytes())
     total = sweep["total"]
-    print(f"canary sweep on {IMAGE} with stand-in assets, max_parallel {args.max_parallel}, "
+    print(f"canary sweep on {args.image} with stand-in assets, max_parallel {args.max_parallel}, "
           f"domains {args.domains or 'all'}" + (f", at most {args.per_domain} per domain" if args.per_domain else ""))
     print(f"  wall time                {sweep['wall_sec'] / 60:7.1f} min (this invocation {this_run / 60:.1f} min, "
           f"{len(sweep['invocations'])} invocation(s))")
