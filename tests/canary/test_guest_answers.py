@@ -149,22 +149,23 @@ class _RefusingProcess:
         raise OSWorldCodeError(f"{what}: {self.message}")
 
 
-@pytest.mark.parametrize(("command", "expected"), [
-    (["code", "/home/user/project"], "configuration"),  # not installed: every attempt fails the same way
-    ("gimp /home/user/x.png", "configuration"),
-    (["code", "/home/user/missing.txt"], "setup"),  # the program ran; a file it names is missing
+@pytest.mark.parametrize(("kind", "command", "missing", "expected"), [
+    ("launch", ["code", "/home/user/project"], "code", "configuration"),  # every attempt fails the same way
+    ("launch", "gimp /home/user/x.png", "gimp", "configuration"),
+    ("launch", ["code", "/home/user/missing.txt"], "/home/user/missing.txt", "setup"),  # the program ran
+    ("command", ["code", "--install-extension", "ms-python.python"], "code", "configuration"),
+    ("execute", ["/opt/tool", "--run"], "/opt/tool", "setup"),  # a task's own tool: not an application
 ])
-def test_a_launch_of_a_program_the_guest_lacks_is_a_missing_application(tmp_path, command, expected) -> None:
+def test_a_program_the_guest_lacks_is_a_missing_application(tmp_path, kind, command, missing, expected) -> None:
     program = (command.split() if isinstance(command, str) else command)[0]
-    missing = "/home/user/missing.txt" if expected == "setup" else program
-    refused = _RefusingProcess(f"the guest answered POST /setup/launch -> HTTP 500: "
+    refused = _RefusingProcess(f"the guest answered POST /setup/{kind} -> HTTP 500: "
                                f"[Errno 2] No such file or directory: '{missing}'")
-    step = {"type": "launch", "parameters": {"command": command}}
+    step = {"type": kind, "parameters": {"command": command}}
     with pytest.raises(SetupStepError) as failed:
         run_steps(refused, [step], password="pw", cache_dir=tmp_path,  # type: ignore[arg-type]
                   assets=AssetCache(root=tmp_path / "assets"), step_deadline_sec=10)
     assert failed.value.classification == expected
-    named = {"code": "VS Code", "gimp": "GIMP"}[program]
+    named = {"code": "VS Code", "gimp": "GIMP"}.get(program, program)
     assert (f"missing application: {named} (`{program}`)" in str(failed.value)) == (expected == "configuration")
     assert "\n" not in str(failed.value)
 

@@ -108,8 +108,10 @@ APPLICATIONS = {"code": "VS Code", "google-chrome": "Google Chrome", "gimp": "GI
 
 
 def missing_program(step: dict[str, Any], error: str) -> str | None:
-    """The program of a `launch` step when the guest answered that it does not exist, else None."""
-    if step.get("type") != "launch":
+    """The program of a `launch` step when the guest answered that it does not exist (of an `execute` or
+    `command` step too when the program is one of APPLICATIONS: a task's own scripts and tools stay `setup`
+    failures), else None."""
+    if step.get("type") not in ("launch", "execute", "command"):
         return None
     command = (step.get("parameters") or {}).get("command") or []
     try:
@@ -117,6 +119,8 @@ def missing_program(step: dict[str, Any], error: str) -> str | None:
     except ValueError:
         return None
     if not words:
+        return None
+    if step.get("type") != "launch" and Path(words[0]).name not in APPLICATIONS:
         return None
     return words[0] if f"No such file or directory: '{words[0]}'" in error else None
 
