@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import uuid
 
+from hcu.osworld.defaults import GUEST
+
 SESSION = uuid.uuid4().hex[:8]
+TEST_DESKTOP_IMAGE = os.environ.get("HCU_TEST_DESKTOP_IMAGE", GUEST.test_desktop_image)
+"""The test desktop image the Docker tests run on (`HCU_TEST_DESKTOP_IMAGE` names another tag, e.g. while one is
+being rebuilt)."""
 
 
 def unique_run_id(name: str) -> str:

@@ -75,6 +75,9 @@ class AssetSettings(Settings):
     """A file missing from the asset cache fails setup instead of being downloaded."""
     asset_mirror: str | None = Field(default=None, pattern=r"^https?://\S+$")
     """Fetch cache misses from <mirror>/<host>/<path> (any server of a copied asset cache)."""
+    asset_stand_ins: bool = False
+    """Offline tests only: serve each task file as a generated stand-in of its type, from a stand-in cache of
+    its own (asset_cache, default assets-stand-ins/). Every report says so; run_queue and summarize refuse it."""
 
 
 class OSWorldSettings(Settings):
@@ -170,7 +173,9 @@ class AttemptSettings(GatewaySettings, LimitSettings, AgentSettings, OSWorldSett
             "instructions_file": "" if guide == "" else str(absolute(base, guide or self.default_guide())),
             "base_instructions_file": absolute(base, self.base_instructions_file or INSTRUCTIONS / "base.md"),
             "artifact_dir": absolute(base, self.artifact_dir or REPO_ROOT / "artifacts"),
-            "asset_cache": absolute(base, self.asset_cache or REPO_ROOT / "assets"),
+            "asset_cache": absolute(base, self.asset_cache or REPO_ROOT / (
+                "assets-stand-ins" if self.asset_stand_ins else "assets")),
+            "offline_assets": self.offline_assets or self.asset_stand_ins,
         }
         for key in ("guest_image", "tasks_dir", "agent_binary", "mcp_binary", "token_log", "scope_key_file"):
             value = getattr(self, key)

@@ -17,7 +17,7 @@ from hcu.gateway.scope_secret import load_or_create_key, scope_secret
 from hcu.osworld.attempt.result import TaskResult
 from hcu.osworld.errors import policy_for
 from hcu.record_io import read_record
-from tests.session import unique_run_id
+from tests.session import TEST_DESKTOP_IMAGE, unique_run_id
 
 TASKS_DIR = REPO_ROOT / "configs" / "demo-tasks"
 RENAME_TASK = "e0df059f-28a6-4169-924f-b9623e7184cc"
@@ -85,7 +85,7 @@ def run_task(tmp_path: Path) -> RunFn:
                             scope_key_file=key_file) as stack:
             proc = subprocess.run(
                 [sys.executable, "-m", "hcu.osworld.run_task", "--task-id", task_id, "--task-domain", "os",
-                 "--tasks-dir", str(TASKS_DIR), "--test-desktop", *([image] if image else []),
+                 "--tasks-dir", str(TASKS_DIR), "--test-desktop", image or TEST_DESKTOP_IMAGE,
                  "--agent", agent, "--max-model-calls", str(max_model_calls), "--token-log", str(token_log),
                  "--gateway", stack.gateway_url, "--result-dir", str(result_dir), "--run-id", unique_run_id("e2e"),
                  "--timeout-seconds", "600", "--no-progress-seconds", "120", "--offline-assets",

@@ -15,8 +15,8 @@ import orjson
 import pytest
 
 from tests.official_tasks import OFFICIAL_TASKS
+from tests.session import TEST_DESKTOP_IMAGE
 
-TEST_DESKTOP_IMAGE = "hcu-test-desktop:latest"
 GUEST_PASSWORD = "hcu-Pw-7q2x9"
 """Distinctive, so a test can tell whether it leaked into records or logs."""
 

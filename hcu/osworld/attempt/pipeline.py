@@ -23,6 +23,7 @@ from hcu.computer_use.channels import parse_channels
 from hcu.osworld.agents import get_adapter
 from hcu.osworld.agents.base import AgentContext, AgentPlan
 from hcu.osworld.attempt.agent_phase import AgentLimits, AgentOutcome, run_agent
+from hcu.osworld.attempt.app_check import AppCheck
 from hcu.osworld.attempt.gateway_watch import GatewayWatch
 from hcu.osworld.attempt.identity import AttemptId
 from hcu.osworld.attempt.interrupts import StopSignals
@@ -49,6 +50,7 @@ from hcu.osworld.errors import (
 from hcu.osworld.guest.api import GuestAPIError
 from hcu.osworld.guest.bridge import bridge_address
 from hcu.osworld.guest.lifecycle import Guest, GuestSpec, remove_guest, start_guest
+from hcu.osworld.osworld_bridge import stand_ins
 from hcu.osworld.osworld_bridge.assets import AssetCache
 from hcu.osworld.osworld_bridge.evaluate import ensure_evaluator_loads, evaluate
 from hcu.osworld.osworld_bridge.process import OSWorldCodeError, OSWorldProcess, resolve_python
@@ -152,12 +154,16 @@ class _Attempt:
             self.meta["artifacts"] = _artifact_identity(plan, o.artifact_dir, o.mcp_binary)
             prepare_agent(api, plan, GUEST_HOME)
         cache_dir = task_cache_dir(self.result_dir / ".osworld-cache", task)
-        assets = AssetCache.configured(o.asset_cache, offline=o.offline_assets, mirror=o.asset_mirror)
+        assets = AssetCache.configured(o.asset_cache, offline=o.offline_assets, mirror=o.asset_mirror,
+                                       stand_ins=o.asset_stand_ins)
+        result.stand_ins = assets.stand_ins  # generated task files: marked, never part of a scored run
         with phase("setup", timeout_sec=timeout, overrun=SetupTimeout), self._osworld(cache_dir, "setup") as osw:
             ensure_evaluator_loads(osw, task)  # a task that can never be scored spends no agent budget
+            if assets.stand_ins:
+                stand_ins.provide(osw, task, assets)
             self.meta["setup_steps"] = [s.model_dump(mode="json") for s in run_setup(
                 osw, task, password=spec.client_password, cache_dir=cache_dir, assets=assets,
-                step_deadline_sec=timeout)]
+                step_deadline_sec=timeout, check=AppCheck(self.guest))]
         with phase("probe", timeout_sec=timeout, overrun=ProbeTimeout):
             self.meta["gateway_health"] = check_gateway_from_guest(api, o.gateway, o.max_model_calls)
             if unprotected := check_scope_key(self.meta["gateway_health"], credential, o.gateway):
@@ -194,6 +200,7 @@ class _Attempt:
                 self._screenshot("final-after-eval.png")
         result.status = "completed"
         result.evaluator_score = scored.score
+        result.getters_read_nothing = scored.getters_read_nothing  # the score stands; summary.md lists them
         result.score = counted_score(None, outcome.termination_reason, scored.score)
 
     def _osworld(self, cache_dir: Path, what: str) -> contextlib.AbstractContextManager[OSWorldProcess]:

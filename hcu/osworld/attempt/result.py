@@ -49,6 +49,14 @@ class Usage(BaseModel):
     """True when every counted generation carried usage: only then are token totals meaningful."""
 
 
+class EmptyGetter(BaseModel):
+    """A getter that read nothing of the guest's state (None, a failed fetch, an error logged): OSWorld scored
+    without it, so the score stands, but summary.md lists the task."""
+
+    getter: str
+    reason: str
+
+
 class TaskResult(Record):
     """result.json: the outcome of one attempt."""
 
@@ -80,6 +88,10 @@ class TaskResult(Record):
     protocol_word: ProtocolWord | None = None
     """The runner protocol word the agent ended with, if any."""
     rate_limit_resumes: int = 0
+    getters_read_nothing: list[EmptyGetter] = []
+    """The evaluator's getters that read nothing of the state (by name, with why)."""
+    stand_ins: bool = False
+    """The task's files were generated stand-ins (offline tests): never part of a scored run."""
     settle_seconds: float | None = None
     """How long the guest was left to settle after the agent's last action, before evaluation."""
     phases: list[PhaseTiming] = []

@@ -20,6 +20,8 @@ from pydantic import BaseModel, ValidationError
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 from urllib3.exceptions import NewConnectionError
 
+from hcu.osworld.guest.answer import answer_message
+
 CONNECT_TIMEOUT_SEC = 5.0
 RETRY_ATTEMPTS = 3
 UPLOAD_MIN_BYTES_PER_SEC = 2_000_000
@@ -42,8 +44,8 @@ class ExecResult(BaseModel):
 class GuestAPIError(Exception):
     """A call into the guest failed. Carries the endpoint and HTTP status (None when no response came back).
 
-    The message names the endpoint, the status or the transport failure, never request bodies (which can hold
-    the guest's sudo password)."""
+    The message names the endpoint, the status or the transport failure and what the guest answered (one line,
+    the client password masked), never request bodies (which can hold the guest's sudo password)."""
 
     def __init__(self, endpoint: str, status: int | None, reason: str) -> None:
         super().__init__(f"guest API {endpoint}: {reason}")
@@ -73,9 +75,11 @@ def _transient(exc: BaseException) -> bool:
 class GuestAPI:
     """Client for one guest's API at `base_url` (e.g. `http://172.17.0.1:20000`)."""
 
-    def __init__(self, base_url: str, *, timeout_sec: float = 30.0) -> None:
+    def __init__(self, base_url: str, *, timeout_sec: float = 30.0, secret: str = "") -> None:
         self.base_url = base_url.rstrip("/")
         self.timeout_sec = timeout_sec
+        self.secret = secret
+        """Masked wherever a guest's answer reaches an error message (the client password)."""
 
     def __repr__(self) -> str:
         return f"GuestAPI({self.base_url!r})"
@@ -111,7 +115,9 @@ class GuestAPI:
         except requests.RequestException as exc:
             raise GuestAPIError(endpoint, None, f"no answer ({type(exc).__name__})") from None
         if response.status_code not in ok_statuses:
-            raise GuestAPIError(endpoint, response.status_code, f"HTTP {response.status_code}")
+            message = answer_message(response.text, self.secret)
+            raise GuestAPIError(endpoint, response.status_code,
+                                f"HTTP {response.status_code}" + (f": {message}" if message else ""))
         return response
 
     def _send(

@@ -167,7 +167,7 @@ def start_guest(
                     **container_config(spec, attempt, image=image.pinned, ports=ports, host=host, overlay=overlay)
                 )
             container.start()
-        api = GuestAPI(f"http://{host}:{ports.api}")
+        api = GuestAPI(f"http://{host}:{ports.api}", secret=spec.client_password)
         _gate(steps, spec, container, api, deadline)
         return Guest(attempt, spec, name, container.id, host, ports, api, overlay, image, steps.steps)
     except BaseException:

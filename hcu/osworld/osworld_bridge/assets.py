@@ -7,6 +7,10 @@ URL and the cache path, and nothing is fetched.
 `mirror` (flag `--asset-mirror`, env `HCU_ASSET_MIRROR`) fetches misses from `<mirror>/<host>/<url path>`
 instead of the original URL, i.e. from any HTTP server that serves a copy of an asset cache folder. The cache
 path still comes from the original URL, so a mirror-filled cache is the same cache.
+
+Stand-ins (flag `--asset-stand-ins`, for offline tests only) live in a cache of their own, marked by a file at
+its root: generated files are never mixed into a cache of real ones, and whatever ran on a marked cache is
+marked too (reports, result.json), so run_queue and summarize can refuse it.
 """
 
 from __future__ import annotations
@@ -26,6 +30,10 @@ from hcu import REPO_ROOT
 from hcu.osworld.errors import SetupError
 
 DEFAULT_ASSET_CACHE = REPO_ROOT / "assets"
+DEFAULT_STAND_IN_CACHE = REPO_ROOT / "assets-stand-ins"
+STAND_IN_MARKER = "STAND-INS.txt"
+STAND_IN_NOTE = ("Generated stand-ins for OSWorld task files (hcu --asset-stand-ins): for offline tests only.\n"
+                 "Never use this folder as a scored run's asset cache: run_queue and summarize refuse it.\n")
 ASSET_MIRROR_ENV = "HCU_ASSET_MIRROR"
 LOCKS_DIR = ".locks"
 CONNECT_TIMEOUT_SEC = 10.0
@@ -59,6 +67,23 @@ def cache_path(cache: Path, url: str) -> Path:
     return Path(cache, host, *segments)
 
 
+def holds_stand_ins(root: Path) -> bool:
+    """True when `root` is a stand-in cache (its marker file is there)."""
+    return (Path(root) / STAND_IN_MARKER).is_file()
+
+
+def stand_in_cache(root: Path | None) -> Path:
+    """The stand-in cache at `root` (default assets-stand-ins/), marked; refuses a folder of real files."""
+    root = Path(root) if root is not None else DEFAULT_STAND_IN_CACHE
+    if root.is_dir() and not holds_stand_ins(root) and any(p.name != LOCKS_DIR for p in root.iterdir()):
+        raise AssetError(f"asset_stand_ins: {root} holds real task files; give stand-ins a folder of their own "
+                         f"(default {DEFAULT_STAND_IN_CACHE})")
+    root.mkdir(parents=True, exist_ok=True)
+    if not holds_stand_ins(root):
+        (root / STAND_IN_MARKER).write_text(STAND_IN_NOTE)
+    return root
+
+
 def _retryable(exc: BaseException) -> bool:
     if isinstance(exc, (requests.ConnectionError, requests.Timeout)):
         return True
@@ -74,14 +99,22 @@ class AssetCache(BaseModel):
     mirror: str | None = None
     read_timeout_sec: float = 120.0
     """Longest silence between two chunks of a download (the whole download is bounded by the step)."""
+    stand_ins: bool = False
+    """The cache holds generated stand-ins, not the tasks' real files: whatever runs on it is marked."""
 
     @classmethod
-    def configured(cls, root: Path | None, *, offline: bool, mirror: str | None = None) -> AssetCache:
-        """The cache as a run configures it; `mirror` defaults to `$HCU_ASSET_MIRROR`."""
+    def configured(cls, root: Path | None, *, offline: bool, mirror: str | None = None,
+                   stand_ins: bool = False) -> AssetCache:
+        """The cache as a run configures it; `mirror` defaults to `$HCU_ASSET_MIRROR`. With `stand_ins` the
+        cache is a stand-in cache (marked, offline, default assets-stand-ins/)."""
+        if stand_ins:
+            return cls(root=stand_in_cache(root), offline=True, stand_ins=True)
+        root = root if root is not None else DEFAULT_ASSET_CACHE
         return cls(
-            root=root if root is not None else DEFAULT_ASSET_CACHE,
+            root=root,
             offline=offline,
             mirror=mirror if mirror is not None else (os.environ.get(ASSET_MIRROR_ENV) or None),
+            stand_ins=holds_stand_ins(root),
         )
 
     def fetch_url(self, url: str) -> str:

@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from hcu.osworld.attempt.result import EmptyGetter
 from hcu.osworld.errors import ConfigurationError, EvaluatorError
 from hcu.osworld.osworld_bridge.assets import AssetCache, AssetError, is_url
 from hcu.osworld.osworld_bridge.process import OSWorldCodeError, OSWorldProcess
@@ -30,6 +31,9 @@ class EvalResult(BaseModel):
     """What OSWorld's evaluator said: 0/1 for most V1 tasks, a partial credit in [0, 1] for V2 classes."""
     metric: str | list[str]
     details: dict[str, Any]
+    getters_read_nothing: list[EmptyGetter] = []
+    """Getters that returned None, raised FileNotFoundError, met a guest answer that was not a success or
+    logged an error: the score stands (it is OSWorld's), but nothing of the state was read by them."""
 
 
 def _getter_configs(evaluator: dict[str, Any]) -> list[dict[str, Any]]:
@@ -105,9 +109,10 @@ def evaluate(
     except (SetupStepError, AssetError, OSWorldCodeError) as exc:
         failure = ConfigurationError if exc.classification == "configuration" else EvaluatorError
         raise failure(one_line(mask(f"task {task.id}: {exc}", password))) from None
+    empty = answer.pop("getters_read_nothing", [])
     details.update(answer)
     details["duration_sec"] = round(time.monotonic() - started, 3)
-    return EvalResult(score=answer["score"], metric=metric, details=details)
+    return EvalResult(score=answer["score"], metric=metric, details=details, getters_read_nothing=empty)
 
 
 def _evaluate_v1(process: OSWorldProcess, task: TaskDefinition, last_action: str | None, password: str,

@@ -99,9 +99,13 @@ class OSWorldProcess:
         self.close()
 
     def open(self, **context: Any) -> dict[str, Any]:
-        """Tell the child which guest and cache the next calls use; replayed into every restarted child."""
+        """Tell the child which guest and cache the next calls use; replayed into every restarted child. A
+        running child is told at once (a sweep reuses one child, and its loaded OSWorld code, for many guests)."""
         self._context = context
-        self._ensure_started()
+        if self._proc is not None and self._proc.poll() is None:
+            self._last_open = self._request("open", context, OPEN_DEADLINE_SEC, "loading OSWorld's code")
+        else:
+            self._ensure_started()
         return self._last_open
 
     def call(self, op: str, args: dict[str, Any], *, deadline_sec: float, what: str) -> Any:
@@ -138,6 +142,10 @@ class OSWorldProcess:
             return
         self._start()
         self.hello = self._request("hello", {}, START_DEADLINE_SEC, "starting the OSWorld process")
+        here = str(Path(protocol.__file__).resolve().parents[2])
+        if self.hello.get("hcu") != here:  # the child must run this checkout's code, not an installed copy's
+            self.kill()
+            raise OSWorldCodeError(f"the OSWorld process runs hcu from {self.hello.get('hcu')}, not {here}")
         if self.hello.get("desktop_env") is None:
             self.kill()
             raise OSWorldCodeError(f"osworld_python: {self.python} cannot import desktop_env (install OSWorld "

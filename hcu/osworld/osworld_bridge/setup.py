@@ -13,16 +13,18 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import shutil
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
 import orjson
+from pydantic import BaseModel
 
-from hcu.osworld.errors import PhaseError, SetupError
+from hcu.osworld.errors import ConfigurationError, PhaseError, SetupError
 from hcu.osworld.osworld_bridge.assets import AssetCache, AssetError
 from hcu.osworld.osworld_bridge.process import OSWorldCodeError, OSWorldProcess, resolve_python
 from hcu.osworld.osworld_bridge.protocol import mask, one_line
@@ -53,6 +55,21 @@ class GuestLike(Protocol):
     spec: _Spec
 
 
+class GuestAnswer(BaseModel):
+    """One request OSWorld's code sent the guest during a step, and what the guest answered."""
+
+    method: str
+    path: str
+    status: int | None
+    """HTTP status; None when no answer came back."""
+    ok: bool
+    message: str | None = None
+    """The guest's message for an answer that is not a success (the client password masked)."""
+    returncode: int | None = None
+    """An `/execute` answer's exit status: recorded, not judged (task commands such as `pkill` may exit 1)."""
+    file: str | None = None
+
+
 class SetupStepRecord(Record):
     index: int
     type: str
@@ -61,6 +78,14 @@ class SetupStepRecord(Record):
     duration_sec: float
     ok: bool
     error: str | None = None
+    guest_answers: list[GuestAnswer] = []
+    """Every request the step sent the guest (OSWorld's reachability probe left out)."""
+    checks: list[str] = []
+    """What was checked after the step beyond the guest's answers (the canary: the application is there)."""
+
+
+StepCheck = Callable[[dict[str, Any]], list[str]]
+"""Called after a step succeeded: returns what it verified, raises SetupError when the step's effect is missing."""
 
 
 class SetupStepError(SetupError):
@@ -70,6 +95,34 @@ class SetupStepError(SetupError):
     def __init__(self, message: str, records: list[SetupStepRecord], cause: PhaseError | None = None) -> None:
         super().__init__(message, classification=cause.classification if cause else None)
         self.records = records
+
+
+class MissingApplication(ConfigurationError):
+    """A `launch` step's program is not installed in the guest (VS Code on the test desktop): every attempt
+    fails the same way, so it is never retried and never scored."""
+
+
+APPLICATIONS = {"code": "VS Code", "google-chrome": "Google Chrome", "gimp": "GIMP", "vlc": "VLC",
+                "libreoffice": "LibreOffice", "soffice": "LibreOffice", "thunderbird": "Thunderbird"}
+"""Programs the tasks launch, by the application they name (for the one-line error)."""
+
+
+def missing_program(step: dict[str, Any], error: str) -> str | None:
+    """The program of a `launch` step when the guest answered that it does not exist (of an `execute` or
+    `command` step too when the program is one of APPLICATIONS: a task's own scripts and tools stay `setup`
+    failures), else None."""
+    if step.get("type") not in ("launch", "execute", "command"):
+        return None
+    command = (step.get("parameters") or {}).get("command") or []
+    try:
+        words = shlex.split(command) if isinstance(command, str) else [str(w) for w in command]
+    except ValueError:
+        return None
+    if not words:
+        return None
+    if step.get("type") != "launch" and Path(words[0]).name not in APPLICATIONS:
+        return None
+    return words[0] if f"No such file or directory: '{words[0]}'" in error else None
 
 
 def mask_values(value: Any, password: str) -> Any:
@@ -93,12 +146,14 @@ def task_cache_dir(osworld_cache_dir: Path, task: TaskDefinition) -> Path:
 
 @contextlib.contextmanager
 def osworld_process(
-    guest: GuestLike, cache_dir: Path, *, osworld_python: Path | None, offline_assets: bool, what: str
+    guest: GuestLike, cache_dir: Path, *, osworld_python: Path | None, offline_assets: bool, what: str,
+    reuse: OSWorldProcess | None = None,
 ) -> Iterator[OSWorldProcess]:
-    """An OSWorld process opened on `guest` (started now, so its import time is not charged to a step)."""
+    """An OSWorld process opened on `guest` (started now, so its import time is not charged to a step). With
+    `reuse`, that running process is opened on `guest` instead, and left running afterwards."""
     password = guest.spec.client_password
-    process = OSWorldProcess(resolve_python(osworld_python), work_dir=cache_dir.parent / ".osworld-process",
-                             secret=password, what=what)
+    process = reuse or OSWorldProcess(resolve_python(osworld_python), work_dir=cache_dir.parent / ".osworld-process",
+                                      secret=password, what=what)
     try:
         process.open(
             guest={"host": guest.host, "api": guest.ports.api, "cdp": guest.ports.cdp, "vnc": guest.ports.vnc,
@@ -106,10 +161,15 @@ def osworld_process(
             cache_dir=str(cache_dir), client_password=password, offline=offline_assets,
         )
         yield process
-    except BaseException:  # a failure or an interruption (SIGTERM) stops whatever OSWorld's code was doing
+    except Exception:  # a failure stops whatever OSWorld's code was doing; a reused child is idle between calls
+        if reuse is None:
+            process.kill()
+        raise
+    except BaseException:  # an interruption (SIGTERM)
         process.kill()
         raise
-    process.close()
+    if reuse is None:
+        process.close()
 
 
 def osworld_download_target(cache_dir: Path, url: str, guest_path: str) -> Path:
@@ -150,26 +210,38 @@ def run_steps(
     assets: AssetCache,
     step_deadline_sec: float,
     what: str = "setup step",
+    check: StepCheck | None = None,
 ) -> list[SetupStepRecord]:
-    """Run `steps` in order, each as its own call; stop at the first failure with a `SetupStepError` naming
-    the step's index, type and parameters."""
+    """Run `steps` in order, each as its own call (then `check`, when given); stop at the first failure with a
+    `SetupStepError` naming the step's index, type and parameters. A guest answer that is not a success fails
+    the step (the OSWorld process sees every answer, including those OSWorld's controller only logs)."""
     records: list[SetupStepRecord] = []
     for index, step in enumerate(steps):
         step_type = str(step.get("type"))
         parameters = mask_values(step.get("parameters", {}), password)
         started = time.monotonic()
         error: str | None = None
-        cause: AssetError | None = None
+        answers: list[Any] = []
+        checked: list[str] = []
+        cause: PhaseError | None = None
         label = f"{what} {index} ({step_type})"
         try:
             prefill(step, cache_dir, assets)
-            process.call("setup_step", {"step": step}, deadline_sec=step_deadline_sec, what=label)
-        except AssetError as exc:
-            error, cause = str(exc), exc
+            answered = process.call("setup_step", {"step": step}, deadline_sec=step_deadline_sec, what=label)
+            answers = answered.get("answers", [])
+            if check is not None:
+                checked = check(step)
+        except (AssetError, SetupError) as exc:
+            error, cause = one_line(mask(str(exc), password)), exc
         except OSWorldCodeError as exc:
             error = one_line(mask(str(exc).removeprefix(f"{label}: "), password))
+            if program := missing_program(step, error):
+                name = APPLICATIONS.get(Path(program).name, program)
+                error = f"missing application: {name} (`{program}`) is not installed in the guest; {error}"
+                cause = MissingApplication(error)
         records.append(SetupStepRecord(index=index, type=step_type, parameters=parameters, ok=error is None,
-                                       duration_sec=round(time.monotonic() - started, 3), error=error))
+                                       duration_sec=round(time.monotonic() - started, 3), error=error,
+                                       guest_answers=answers, checks=checked))
         if error is not None:
             shown = orjson.dumps(parameters).decode()
             raise SetupStepError(f"{label} failed: {error}; parameters: {shown}", records, cause)
@@ -184,14 +256,15 @@ def run_setup(
     cache_dir: Path,
     assets: AssetCache,
     step_deadline_sec: float = 300,
+    check: StepCheck | None = None,
 ) -> list[SetupStepRecord]:
-    """The task's setup in the guest: a V1 task's `config` steps one by one, a V2 class's own `setup()` as one
-    step. Raises `SetupStepError` (a `SetupError`) on the first failure."""
+    """The task's setup in the guest: a V1 task's `config` steps one by one (each followed by `check`), a V2
+    class's own `setup()` as one step. Raises `SetupStepError` (a `SetupError`) on the first failure."""
     if task.kind == "v2_class":
         return _run_v2_setup(process, task, password=password, cache_dir=cache_dir, assets=assets,
                              deadline_sec=step_deadline_sec)
     return run_steps(process, task.config, password=password, cache_dir=cache_dir, assets=assets,
-                     step_deadline_sec=step_deadline_sec)
+                     step_deadline_sec=step_deadline_sec, check=check)
 
 
 def _run_v2_setup(process: OSWorldProcess, task: TaskDefinition, *, password: str, cache_dir: Path,

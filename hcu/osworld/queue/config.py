@@ -19,6 +19,7 @@ import orjson
 from pydantic import BeforeValidator, Field, ValidationError, field_validator, model_validator
 
 from hcu import REPO_ROOT
+from hcu.osworld.osworld_bridge.assets import holds_stand_ins
 from hcu.osworld.settings import SAFE_NAME, SIZE, AttemptSettings, Settings, absolute, describe_error
 
 TUNABLE_KEYS = frozenset({"max_active_tasks", "launch_stagger_seconds", "expected_durations_from"})
@@ -213,7 +214,12 @@ def parse_config(data: object, config_path: Path) -> RunConfig:
     if config.run_id is None and not re.fullmatch(SAFE_NAME, config_path.stem):
         raise ConfigError(f"{config_path}: run_id: expected letters, digits, '.', '_' or '-' "
                           f"(the file name {config_path.stem!r} cannot be one)")
-    return resolve(config, config_path)
+    resolved = resolve(config, config_path)
+    if resolved.asset_stand_ins or (resolved.asset_cache is not None and holds_stand_ins(resolved.asset_cache)):
+        raise ConfigError(f"{config_path}: asset_stand_ins: a run config makes a scored run, and stand-ins "
+                          f"(generated task files, {resolved.asset_cache}) never enter one; they are for "
+                          "setup_canary, canary_sweep and single run_task checks")
+    return resolved
 
 
 def load_config(path: Path | str) -> RunConfig:

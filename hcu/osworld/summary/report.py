@@ -112,6 +112,12 @@ def render_markdown(s: dict[str, Any]) -> str:
     if s["withheld_tasks"]:
         lines += ["", f"## Withheld ({len(s['withheld_tasks'])})", ""]
         lines += _listed([f"{t['task_id']}: {t['reason']}" for t in s["withheld_tasks"]])
+    if s.get("read_nothing_tasks"):
+        lines += ["", f"## Scored although a getter read nothing ({len(s['read_nothing_tasks'])})", "",
+                  "OSWorld's score stands; its getter read nothing of the guest's state (None, a failed fetch, "
+                  "an error logged), so check these before trusting their zeros.", ""]
+        lines += _listed([f"{t['task_id']}: {t['getters']} (score {pct(t['score'])})"
+                          for t in s["read_nothing_tasks"]])
     if "compare" in s:
         lines += _comparison(s["compare"])
     lines += ["", "Intervals cover the luck of which tasks are in the panel, not run-to-run variation.", ""]

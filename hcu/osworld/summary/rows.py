@@ -47,6 +47,9 @@ class TaskRow:
     cached_input_tokens: int = 0
     output_tokens: int = 0
     reasoning_tokens: int = 0
+    getters_read_nothing: str = ""
+    """The getters that read nothing of the state (comma list): the score stands, summary.md lists the task."""
+    stand_ins: bool = False
     ended_as: str = ""
     """How the attempt in tasks/ ended: its class, "clean", or "no result"; empty when there is none."""
 
@@ -107,6 +110,8 @@ def task_row(config: RunConfig, tasks_dir: str, index: int, retries: Counter[str
     row.failure_class = failure_class(result) or ""
     row.ended_as = row.failure_class or "clean"
     row.duration_sec = _duration(result)
+    row.getters_read_nothing = ", ".join(g.getter for g in result.getters_read_nothing)
+    row.stand_ins = result.stand_ins
     usage = result.usage
     if usage is not None:
         row.model_calls, row.usage_accounted = usage.model_calls, usage.fully_accounted

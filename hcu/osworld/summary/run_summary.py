@@ -24,7 +24,7 @@ from hcu.record_io import write_atomic, write_json
 
 CSV_COLUMNS = ("task_id", "domain", "stratum", "status", "score", "evaluator_score", "withheld_reason",
                "termination", "failure_class", "attempts", "model_calls", "tokens", "input_tokens",
-               "output_tokens", "duration_sec")
+               "output_tokens", "duration_sec", "getters_read_nothing")
 
 
 class SummaryError(Exception):
@@ -119,6 +119,8 @@ def summarize_rows(config: RunConfig, rows: list[TaskRow], retried: list[Retried
         "zeroed_though_evaluator_passed": sum(1 for row in zeroed if (row.evaluator_score or 0) > 0),
         "withheld_tasks": [{"task_id": row.task_id, "reason": row.withheld_reason}
                            for row in rows if not row.valid],
+        "read_nothing_tasks": [{"task_id": row.task_id, "getters": row.getters_read_nothing, "score": row.score}
+                               for row in rows if row.getters_read_nothing],
         "attempts": sum(row.attempts for row in rows),
         "retried_tasks": sum(1 for row in rows if row.attempts > 1),
         "attempts_by_class": attempts_by_class(rows, retried),
@@ -143,6 +145,10 @@ def attempts_by_class(rows: list[TaskRow], retried: list[RetriedAttempt]) -> dic
 def load_run(run_dir: Path) -> Run:
     config = load_run_config(run_dir)
     rows, retried = load_rows(config, run_dir)
+    made_with_stand_ins = [row.task_id for row in rows if row.stand_ins]
+    if made_with_stand_ins:
+        raise SummaryError(f"{run_dir}: {len(made_with_stand_ins)} result(s) were made with stand-in assets "
+                           f"(generated task files, e.g. task {made_with_stand_ins[0]}): not a scored run")
     return Run(run_dir, config, rows, summarize_rows(config, rows, retried))
 
 

@@ -15,6 +15,7 @@ from typing import Any, BinaryIO
 
 from hcu.osworld.osworld_bridge import protocol
 from hcu.osworld.osworld_bridge.child import v1, v2
+from hcu.osworld.osworld_bridge.child.guest_traffic import Watch
 from hcu.osworld.osworld_bridge.child.offline import RefusingProxy
 
 ROOT_ENV = "OSWORLD_V2_ROOT"
@@ -30,6 +31,7 @@ class Session:
         self.proxy: RefusingProxy | None = None
         self.v2_task: Any = None
         self.v2_path: Path | None = None
+        self.watch: Watch | None = None
 
     @property
     def password(self) -> str:
@@ -62,15 +64,20 @@ class Session:
         package = str(Path(next(iter(spec.submodule_search_locations))).resolve()) if found else None
         return {"protocol": protocol.PROTOCOL_VERSION, "python": sys.executable,
                 "python_version": ".".join(map(str, sys.version_info[:3])), "desktop_env": package,
-                "desktop_env_version": v1.desktop_env_version() if found else None, "pid": os.getpid()}
+                "desktop_env_version": v1.desktop_env_version() if found else None, "pid": os.getpid(),
+                "hcu": str(Path(protocol.__file__).resolve().parents[2])}
 
     def op_open(self, guest: dict[str, Any], cache_dir: str, client_password: str, offline: bool) -> dict:
+        quiet_telemetry()  # before the offline proxy: its refusals must name fetches of the task's, not this
         self.ctx = v1.GuestContext(cache_dir=cache_dir, client_password=client_password, **guest)
         Path(cache_dir).mkdir(parents=True, exist_ok=True)
-        if offline and self.proxy is None:
-            self.proxy = RefusingProxy()
+        if offline:
+            self.proxy = self.proxy or RefusingProxy()
             self.proxy.install([self.ctx.host])
+        elif self.proxy is not None:
+            self.proxy.uninstall()
         self.env = v1.build_env(self.ctx)
+        self.watch = Watch(self.ctx.host, client_password)
         return {"offline_proxy": self.proxy.url if self.proxy else None}
 
     def _env(self) -> Any:
@@ -82,11 +89,20 @@ class Session:
         return self.proxy.take_refused() if self.proxy else []
 
     def op_setup_step(self, step: dict[str, Any]) -> dict[str, Any]:
-        v1.run_setup_step(self._env(), step)
-        return {"refused": self._refused()}
+        env = self._env()
+        assert self.watch is not None
+        answers = v1.run_setup_step(env, step, self.watch)
+        return {"refused": self._refused(), "answers": answers}
 
     def op_evaluate(self, task: dict[str, Any], last_action: str | None) -> dict[str, Any]:
-        return {**v1.evaluate(self._env(), task, last_action), "refused": self._refused()}
+        env = self._env()
+        assert self.watch is not None
+        return {**v1.evaluate(env, task, last_action, self.watch), "refused": self._refused()}
+
+    def op_stand_in(self, url: str, names: list[str], target: str) -> dict[str, str]:
+        from hcu.osworld.osworld_bridge.child import stand_in_files
+
+        return stand_in_files.make(url, names, target)
 
     def op_check_names(self, metrics: list[str], getters: list[str]) -> dict[str, Any]:
         return v1.check_names(metrics, getters)
@@ -112,6 +128,17 @@ class Session:
         task, env = self._v2(task_id, tasks_dir), self._env()
         v2.prepare_env(env, task)
         return {**v2.run_evaluate(task, env, last_action), "refused": self._refused()}
+
+
+def quiet_telemetry() -> None:
+    """onnxruntime (imported by OSWorld's metrics through PyMuPDF) sends usage events to Microsoft on its own;
+    offline they are refused, and the refusal would read as a fetch the task attempted."""
+    try:
+        import onnxruntime
+    except ImportError:
+        return
+    if hasattr(onnxruntime, "disable_telemetry_events"):
+        onnxruntime.disable_telemetry_events()
 
 
 def serve(requests: BinaryIO, answers: BinaryIO) -> None:

@@ -8,8 +8,13 @@ from __future__ import annotations
 import os
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import urlsplit
 
 REFUSAL = "offline_assets forbids fetching"
+TELEMETRY_HOSTS = frozenset({"mobile.events.data.microsoft.com"})
+"""Hosts libraries report usage to on their own (onnxruntime's native telemetry, sent from its own thread
+whenever it likes, even after `disable_telemetry_events`): refused like any other, but not kept, since they are
+no fetch of the task's and would be named in whatever step failed next."""
 PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy")
 
 
@@ -23,7 +28,8 @@ class RefusingProxy:
         class Handler(BaseHTTPRequestHandler):
             def _refuse(self) -> None:
                 url = self.path if self.command != "CONNECT" else f"https://{self.path.removesuffix(':443')}"
-                proxy.refused.append(url)
+                if urlsplit(url).hostname not in TELEMETRY_HOSTS:
+                    proxy.refused.append(url)
                 body = f"{REFUSAL} {url}".encode()
                 self.send_response(403, f"{REFUSAL} {url}")
                 self.send_header("Content-Length", str(len(body)))
@@ -50,6 +56,11 @@ class RefusingProxy:
             os.environ[name] = self.url
         bypass = ",".join(dict.fromkeys([*reachable_hosts, "127.0.0.1", "localhost"]))
         os.environ["NO_PROXY"] = os.environ["no_proxy"] = bypass
+
+    def uninstall(self) -> None:
+        """Let this process's clients go direct again (a later guest context without offline assets)."""
+        for name in (*PROXY_VARIABLES, "NO_PROXY", "no_proxy"):
+            os.environ.pop(name, None)
 
     def take_refused(self) -> list[str]:
         """The URLs refused since the last call."""

@@ -17,6 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hcu.osworld.osworld_bridge.child.getter_state import read_nothing, wrap_getters
+from hcu.osworld.osworld_bridge.child.guest_traffic import PROBE, Watch, failures
+
 SCREEN_WIDTH, SCREEN_HEIGHT = 1920, 1080
 """OSWorld's guest screen; it only feeds the `{SCREEN_*}` setup placeholders."""
 AGENT_FAIL = "FAIL"
@@ -91,23 +94,33 @@ def build_env(ctx: GuestContext) -> Any:
     return env
 
 
-def run_setup_step(env: Any, step: dict[str, Any]) -> None:
+def run_setup_step(env: Any, step: dict[str, Any], watch: Watch) -> list[dict[str, Any]]:
     """One step through OSWorld's `SetupController.setup`, which raises on a failed step and returns False
-    only when the guest never answered its probe."""
-    if env.setup_controller.setup([step], use_proxy=False) is False:
+    only when the guest never answered its probe. A guest answer that is not a success fails the step even
+    where OSWorld only logs it. Returns the step's exchanges with the guest."""
+    mark = watch.mark()
+    with watch.on():
+        answered = env.setup_controller.setup([step], use_proxy=False)
+    if answered is False:
         raise Failure("step_failed", "the guest API did not answer GET /terminal")
+    exchanges = watch.since(mark)
+    failed = failures(exchanges, skip_probe=True)
+    if failed:
+        more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
+        raise Failure("step_failed", f"the guest answered {failed[0].line()}{more}")
+    return [e.record() for e in exchanges if (e.method, e.path) != PROBE]
 
 
 class _Recorded:
-    """Wraps one of the env's resolved metrics or getters to keep what it returned (the function itself
-    is OSWorld's and runs unchanged)."""
+    """Wraps one of the env's resolved metrics to keep what it returned (the function itself is OSWorld's and
+    runs unchanged)."""
 
-    def __init__(self, fn: Any, sink: list[Any], label: str) -> None:
-        self.fn, self.sink, self.label = fn, sink, label
+    def __init__(self, fn: Any, sink: list[Any]) -> None:
+        self.fn, self.sink = fn, sink
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         value = self.fn(*args, **kwargs)
-        self.sink.append({"fn": self.label, "value": _number(value), "none": value is None})
+        self.sink.append(_number(value))
         return value
 
 
@@ -118,10 +131,10 @@ def _number(value: Any) -> float | None:
         return None
 
 
-def _wrap(resolved: Any, sink: list[Any]) -> Any:
+def _wrap_metrics(resolved: Any, sink: list[Any]) -> Any:
     if isinstance(resolved, list):
-        return [_wrap(fn, sink) for fn in resolved]
-    return None if resolved is None else _Recorded(resolved, sink, getattr(resolved, "__name__", "?"))
+        return [_wrap_metrics(fn, sink) for fn in resolved]
+    return None if resolved is None else _Recorded(resolved, sink)
 
 
 def set_evaluator(env: Any, task: dict[str, Any]) -> None:
@@ -135,24 +148,26 @@ def set_evaluator(env: Any, task: dict[str, Any]) -> None:
         raise Failure("missing_function", missing_function_message(name, "metric or getter")) from None
 
 
-def evaluate(env: Any, task: dict[str, Any], last_action: str | None) -> dict[str, Any]:
+def evaluate(env: Any, task: dict[str, Any], last_action: str | None, watch: Watch) -> dict[str, Any]:
     """Score the guest's state with `DesktopEnv.evaluate`. Postconfig has already run, step by step, through
-    the same SetupController (hcu records each step), so it is left out of the evaluator here."""
+    the same SetupController (hcu records each step), so it is left out of the evaluator here. Names every
+    getter that read nothing of the guest's state (child/getter_state.py)."""
     from desktop_env.desktop_env import DesktopEnv
 
     evaluator = {k: v for k, v in task["evaluator"].items() if k != "postconfig"}
     set_evaluator(env, {**task, "evaluator": evaluator})
     env.action_history = [] if last_action is None else [last_action]
-    metric_calls: list[Any] = []
-    getter_calls: list[Any] = []
-    env.metric = _wrap(env.metric, metric_calls)
-    env.result_getter = _wrap(env.result_getter, getter_calls)
-    env.expected_getter = _wrap(env.expected_getter, getter_calls)
-    score = float(DesktopEnv.evaluate(env))
+    metric_values: list[Any] = []
+    getter_calls: list[dict[str, Any]] = []
+    env.metric = _wrap_metrics(env.metric, metric_values)
+    env.result_getter = wrap_getters(env.result_getter, watch, getter_calls)
+    env.expected_getter = wrap_getters(env.expected_getter, watch, getter_calls)
+    with watch.on():
+        score = float(DesktopEnv.evaluate(env))
     return {
         "score": score,
-        "metric_values": [c["value"] for c in metric_calls],
-        "getters_returned_none": [c["fn"] for c in getter_calls if c["none"]],
+        "metric_values": metric_values,
+        "getters_read_nothing": read_nothing(getter_calls),
         "scored_by": _scored_by(evaluator, last_action),
     }
 

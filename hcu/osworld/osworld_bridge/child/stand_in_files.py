@@ -1,0 +1,324 @@
+"""Stand-in task files, made in the OSWorld process: for offline tests only, never for a scored run.
+
+A task names files by URL (Hugging Face); without the internet the canary sweep and the tests serve, per URL,
+a generated file of the type the task expects (from the name it lands under, else the URL's): a workbook, a
+document, a presentation, an image, an audio or video clip, an archive, a script. They are written with the
+libraries OSWorld's own metrics read such files with (openpyxl, python-docx, python-pptx, odfpy, PyMuPDF,
+Pillow, OpenCV, soundfile), so a stand-in is valid for the evaluator too. The content depends on the URL, so a
+task's input and its expected file never coincide (an untouched state must not match the gold by accident).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import sqlite3
+import struct
+import tarfile
+import tempfile
+import zipfile
+from collections.abc import Callable
+from pathlib import Path, PurePosixPath
+
+THUNDERBIRD_PROFILE = "t5q2a5hp.default-release"
+"""The profile folder the official tasks' Thunderbird archives hold (their evaluators read files in it)."""
+THUNDERBIRD_INSTALL = "FDC34C9F024745EB"
+"""Thunderbird picks the profile its installation's section names (a hash of the install folder; this is the one
+of /usr/lib/thunderbird, where Debian's and Ubuntu's packages put it); without it, it makes a profile of its own."""
+
+
+class Seed:
+    """Deterministic content for one URL."""
+
+    def __init__(self, url: str, name: str) -> None:
+        self.digest = hashlib.sha256(url.encode()).digest()
+        self.label = f"hcu stand-in {self.digest.hex()[:8]} for {name}"
+        self.name = name
+
+    def number(self, index: int, high: int = 1000) -> int:
+        return self.digest[index % len(self.digest)] * 7 % high + 1
+
+    def color(self) -> tuple[int, int, int]:
+        return self.digest[0], self.digest[1], self.digest[2]
+
+
+def _xlsx(seed: Seed, path: Path) -> None:
+    from openpyxl import Workbook
+
+    book = Workbook()
+    sheet = book.active
+    sheet.title = "Sheet1"
+    sheet.append(["Item", "Quantity", "Price", seed.label])
+    for row in range(1, 6):
+        sheet.append([f"item {row}", seed.number(row, 50), seed.number(row + 10) / 10])
+    book.save(path)
+
+
+def _docx(seed: Seed, path: Path) -> None:
+    from docx import Document
+
+    document = Document()
+    document.add_heading(seed.label, level=1)
+    for index in range(3):
+        document.add_paragraph(f"Paragraph {index + 1} of a stand-in document, number {seed.number(index)}.")
+    document.save(path)
+
+
+def _pptx(seed: Seed, path: Path) -> None:
+    from pptx import Presentation
+
+    presentation = Presentation()
+    for index in range(2):
+        slide = presentation.slides.add_slide(presentation.slide_layouts[1])
+        slide.shapes.title.text = f"Slide {index + 1}: {seed.label}"
+        slide.placeholders[1].text = f"A stand-in bullet, number {seed.number(index)}"
+    presentation.save(path)
+
+
+def _odf(seed: Seed, path: Path) -> None:
+    from odf.opendocument import OpenDocumentSpreadsheet, OpenDocumentText
+    from odf.table import Table, TableCell, TableRow
+    from odf.text import P
+
+    if path.suffix.lower() == ".ods":
+        document = OpenDocumentSpreadsheet()
+        table = Table(name="Sheet1")
+        for row in range(4):
+            cells = TableRow()
+            for value in (f"row {row}", seed.number(row)):
+                cell = TableCell(valuetype="string" if isinstance(value, str) else "float", value=value)
+                cell.addElement(P(text=str(value)))
+                cells.addElement(cell)
+            table.addElement(cells)
+        document.spreadsheet.addElement(table)
+    else:
+        document = OpenDocumentText()
+        document.text.addElement(P(text=seed.label))
+    document.save(str(path))
+
+
+def _pdf(seed: Seed, path: Path) -> None:
+    try:
+        import pymupdf as fitz
+    except ImportError:  # PyMuPDF before 1.24 has only its old name, the one OSWorld's metrics import
+        import fitz
+
+    document = fitz.open()
+    page = document.new_page()
+    page.insert_text((72, 72), seed.label)
+    page.insert_text((72, 100), f"A stand-in page, number {seed.number(0)}.")
+    document.set_metadata({"title": PurePosixPath(seed.name).stem})
+    document.save(str(path))
+
+
+def _image(seed: Seed, path: Path) -> None:
+    from PIL import Image, ImageDraw
+
+    image = Image.new("RGB", (320, 200), seed.color())
+    ImageDraw.Draw(image).rectangle((40, 40, 120 + seed.number(3, 150), 160), fill=(255, 255, 255))
+    formats = {".jpg": "JPEG", ".jpeg": "JPEG", ".png": "PNG", ".gif": "GIF", ".webp": "WEBP", ".bmp": "BMP",
+               ".tif": "TIFF", ".tiff": "TIFF"}
+    image.save(path, formats[path.suffix.lower()])
+
+
+def _xcf(seed: Seed, path: Path) -> None:
+    """A GIMP XCF (version 0) of one 64x64 RGB layer, uncompressed: the format's own layout, written out."""
+    width = height = 64
+
+    def string(text: str) -> bytes:
+        raw = text.encode() + b"\0"
+        return struct.pack(">I", len(raw)) + raw
+
+    header = b"gimp xcf file\0" + struct.pack(">III", width, height, 0)
+    image_props = struct.pack(">II", 17, 1) + b"\0" + struct.pack(">II", 0, 0)  # compression none, end
+    layer_at = len(header) + len(image_props) + 8 + 4  # after one layer pointer, its end mark, no channels
+    layer = struct.pack(">III", width, height, 0) + string("Background") + struct.pack(">II", 0, 0)
+    hierarchy_at = layer_at + len(layer) + 8
+    level_at = hierarchy_at + 12 + 8
+    tile_at = level_at + 8 + 4 + 4
+    pixels = bytes(seed.color()) * (width * height)
+    body = (header + image_props + struct.pack(">II", layer_at, 0) + struct.pack(">I", 0)
+            + layer + struct.pack(">II", hierarchy_at, 0)
+            + struct.pack(">III", width, height, 3) + struct.pack(">II", level_at, 0)
+            + struct.pack(">II", width, height) + struct.pack(">II", tile_at, 0) + pixels)
+    path.write_bytes(body)
+
+
+def _video(seed: Seed, path: Path) -> None:
+    import cv2
+    import numpy as np
+
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"mp4v"), 10, (320, 240))
+    try:
+        for frame_index in range(30):  # 3 s
+            frame = np.full((240, 320, 3), seed.color(), dtype=np.uint8)
+            frame[:, (frame_index * 10) % 320:(frame_index * 10) % 320 + 20] = 255
+            writer.write(frame)
+    finally:
+        writer.release()
+
+
+def _audio(seed: Seed, path: Path) -> None:
+    import numpy as np
+    import soundfile
+
+    rate = 22050
+    time = np.arange(rate * 2) / rate
+    tone = 0.3 * np.sin(2 * np.pi * (220 + seed.number(0, 440)) * time)
+    soundfile.write(str(path), tone, rate, format=path.suffix.lstrip(".").upper())
+
+
+def _text(seed: Seed, path: Path) -> None:
+    suffix, label = path.suffix.lower(), seed.label
+    texts = {
+        ".py": f'"""{label}"""\n\n\ndef main():\n    print("stand-in {seed.number(0)}")\n\n\n'
+               'if __name__ == "__main__":\n    main()\n',
+        ".sh": f"#!/bin/sh\n# {label}\necho stand-in {seed.number(0)}\n",
+        ".json": json.dumps({"stand_in": label, "value": seed.number(0)}, indent=2) + "\n",
+        ".code-workspace": json.dumps({"folders": [{"path": "."}], "settings": {}}, indent=2) + "\n",
+        ".csv": "name,value\n" + "".join(f"row {i},{seed.number(i)}\n" for i in range(5)),
+        ".html": f"<!DOCTYPE html>\n<html><head><title>{label}</title></head><body><p>{label}</p></body></html>\n",
+        ".css": f"/* {label} */\nbody {{ color: #{seed.digest.hex()[:6]}; }}\n",
+        ".tex": f"\\documentclass{{article}}\n\\begin{{document}}\n{label}\n\\end{{document}}\n",
+        ".bib": f"@misc{{standin{seed.number(0)},\n  title = {{{label}}},\n  year = {{2024}}\n}}\n",
+        ".srt": f"1\n00:00:00,000 --> 00:00:02,000\n{label}\n",
+        ".eml": f"From: Stand-in <standin@example.com>\nTo: user@example.com\nSubject: {label}\n"
+                "Date: Mon, 01 Jan 2024 00:00:00 +0000\nContent-Type: text/plain\n\nA stand-in message.\n",
+        ".js": f"// {label}\nconsole.log({seed.number(0)});\n",
+    }
+    path.write_text(texts.get(suffix, f"{label}\nline 2 of a stand-in text file.\n"))
+
+
+def _zip(seed: Seed, path: Path) -> None:
+    stem = PurePosixPath(seed.name).name.split(".")[0] or "stand-in"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        if path.suffix.lower() == ".epub":
+            archive.writestr("mimetype", "application/epub+zip", compress_type=zipfile.ZIP_STORED)
+            archive.writestr("META-INF/container.xml", _EPUB_CONTAINER)
+            archive.writestr("content.opf", _EPUB_OPF.format(title=seed.label))
+            archive.writestr("chapter.xhtml", _EPUB_CHAPTER.format(title=seed.label))
+        else:
+            archive.writestr(f"{stem}/README.txt", f"{seed.label}\n")
+
+
+def _tar(seed: Seed, path: Path) -> None:
+    name = PurePosixPath(seed.name).name.lower()
+    members: dict[str, bytes | None]
+    if "thunderbird" in name:
+        members = {".thunderbird": None, f".thunderbird/{THUNDERBIRD_PROFILE}": None,
+                   ".thunderbird/profiles.ini": _PROFILES_INI.encode(),
+                   ".thunderbird/installs.ini": _INSTALLS_INI.encode(),
+                   f".thunderbird/{THUNDERBIRD_PROFILE}/prefs.js": _THUNDERBIRD_PREFS.encode()}
+    else:
+        stem = name.split(".")[0] or "stand-in"
+        members = {stem: None, f"{stem}/README.txt": f"{seed.label}\n".encode()}
+    mode = {".xz": "w:xz", ".txz": "w:xz", ".gz": "w:gz", ".tgz": "w:gz"}.get(path.suffix.lower(), "w")
+    with tarfile.open(path, mode) as archive:
+        for member, content in members.items():
+            info = tarfile.TarInfo(member)
+            info.mode = 0o755 if content is None else 0o644
+            if content is None:
+                info.type = tarfile.DIRTYPE
+                archive.addfile(info)
+            else:
+                info.size = len(content)
+                archive.addfile(info, io.BytesIO(content))
+
+
+def _chrome_history(seed: Seed, path: Path) -> None:
+    """An empty Chrome History database with the tables OSWorld's `update_browse_history` step fills."""
+    with sqlite3.connect(path) as db:
+        db.executescript("""
+            CREATE TABLE meta(key LONGVARCHAR NOT NULL UNIQUE PRIMARY KEY, value LONGVARCHAR);
+            CREATE TABLE urls(id INTEGER PRIMARY KEY AUTOINCREMENT, url LONGVARCHAR, title LONGVARCHAR,
+                visit_count INTEGER DEFAULT 0 NOT NULL, typed_count INTEGER DEFAULT 0 NOT NULL,
+                last_visit_time INTEGER NOT NULL, hidden INTEGER DEFAULT 0 NOT NULL);
+            CREATE TABLE visits(id INTEGER PRIMARY KEY AUTOINCREMENT, url INTEGER NOT NULL,
+                visit_time INTEGER NOT NULL, from_visit INTEGER, transition INTEGER DEFAULT 0 NOT NULL,
+                segment_id INTEGER, visit_duration INTEGER DEFAULT 0 NOT NULL);
+        """)
+    db.close()
+
+
+def _bytes(seed: Seed, path: Path) -> None:
+    path.write_bytes(seed.digest * 64)
+
+
+MAKERS: dict[str, Callable[[Seed, Path], None]] = {
+    ".xlsx": _xlsx, ".xlsm": _xlsx, ".docx": _docx, ".pptx": _pptx, ".ods": _odf, ".odt": _odf, ".pdf": _pdf,
+    ".png": _image, ".jpg": _image, ".jpeg": _image, ".gif": _image, ".webp": _image, ".bmp": _image,
+    ".tif": _image, ".tiff": _image, ".xcf": _xcf, ".mp4": _video, ".avi": _video, ".mp3": _audio,
+    ".wav": _audio, ".flac": _audio, ".ogg": _audio, ".zip": _zip, ".epub": _zip, ".vsix": _zip, ".whl": _zip,
+    ".gz": _tar, ".tgz": _tar, ".xz": _tar, ".tar": _tar, ".sqlite": _chrome_history,
+    **{suffix: _text for suffix in (".txt", ".md", ".py", ".sh", ".json", ".csv", ".html", ".css", ".tex",
+                                    ".bib", ".srt", ".eml", ".code-workspace", ".js", ".xml", ".yaml", ".yml")},
+}
+"""By file suffix. Old binary Office formats (.xls, .ppt) get their OOXML counterpart: LibreOffice detects a
+file's format from its content, not its name."""
+ALIASES = {".xls": ".xlsx", ".ppt": ".pptx", ".doc": ".docx"}
+
+
+def kind_of(*names: str) -> str:
+    """The suffix whose maker serves the first of `names` with a known type ("" when none has one)."""
+    for name in names:
+        suffix = PurePosixPath(name.lower()).suffix
+        suffix = ALIASES.get(suffix, suffix)
+        if suffix in MAKERS:
+            return suffix
+    return ""
+
+
+def make(url: str, names: list[str], target: str) -> dict[str, str]:
+    """Write the stand-in for `url` at `target` (atomically); `names` are where it lands (first first), then
+    the URL's own file name. Returns the kind it was made as."""
+    kind = kind_of(*names, PurePosixPath(url.split("?")[0]).name)
+    seed = Seed(url, names[0] if names else url)
+    destination = Path(target)
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    fd, scratch = tempfile.mkstemp(dir=destination.parent, prefix=".stand-in.", suffix=kind or ".bin")
+    os.close(fd)
+    try:
+        MAKERS.get(kind, _bytes)(seed, Path(scratch))
+        os.replace(scratch, destination)
+    finally:
+        Path(scratch).unlink(missing_ok=True)
+    return {"kind": kind or "bytes"}
+
+
+_INSTALL_SECTION = f"""Default={THUNDERBIRD_PROFILE}
+Locked=1
+"""
+_INSTALLS_INI = f"[{THUNDERBIRD_INSTALL}]\n{_INSTALL_SECTION}"
+_PROFILES_INI = f"""[Install{THUNDERBIRD_INSTALL}]
+{_INSTALL_SECTION}
+[Profile0]
+Name=default-release
+IsRelative=1
+Path={THUNDERBIRD_PROFILE}
+Default=1
+
+[General]
+StartWithLastProfile=1
+Version=2
+"""
+_THUNDERBIRD_PREFS = "".join(f'user_pref("{key}", {json.dumps(value)});\n' for key, value in {
+    # one account, Local Folders (the tasks' real profiles hold mail accounts besides it)
+    "mail.accountmanager.accounts": "account1", "mail.accountmanager.localfoldersserver": "server1",
+    "mail.account.account1.server": "server1", "mail.server.server1.type": "none",
+    "mail.server.server1.hostname": "Local Folders", "mail.server.server1.name": "Local Folders",
+    "mail.server.server1.userName": "nobody", "mail.server.server1.directory-rel": "[ProfD]Mail/Local Folders",
+}.items())
+_EPUB_CONTAINER = ('<?xml version="1.0"?><container version="1.0" '
+                   'xmlns="urn:oasis:names:tc:opendocument:xmlns:container"><rootfiles>'
+                   '<rootfile full-path="content.opf" media-type="application/oebps-package+xml"/>'
+                   "</rootfiles></container>")
+_EPUB_OPF = ('<?xml version="1.0"?><package xmlns="http://www.idpf.org/2007/opf" version="3.0" '
+             'unique-identifier="id"><metadata xmlns:dc="http://purl.org/dc/elements/1.1/">'
+             '<dc:identifier id="id">hcu-stand-in</dc:identifier><dc:title>{title}</dc:title>'
+             "<dc:language>en</dc:language></metadata><manifest>"
+             '<item id="c1" href="chapter.xhtml" media-type="application/xhtml+xml"/></manifest>'
+             '<spine><itemref idref="c1"/></spine></package>')
+_EPUB_CHAPTER = ('<?xml version="1.0"?><html xmlns="http://www.w3.org/1999/xhtml"><head><title>{title}</title>'
+                 "</head><body><p>{title}</p></body></html>")

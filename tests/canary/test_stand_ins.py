@@ -1,0 +1,133 @@
+"""Stand-in task files: which files a task fetches, the stand-in cache and its marker, files of every type read
+back by the libraries OSWorld's metrics read them with, and that results made with stand-ins never enter a
+scored run (run_queue and summarize refuse them)."""
+
+from __future__ import annotations
+
+import subprocess
+import tarfile
+from pathlib import Path
+
+import orjson
+import pytest
+
+from hcu.osworld.osworld_bridge.assets import STAND_IN_MARKER, AssetCache, AssetError, cache_path, holds_stand_ins
+from hcu.osworld.osworld_bridge.stand_ins import provide, task_files
+from hcu.osworld.queue.config import ConfigError, parse_config
+from hcu.osworld.summary.run_summary import SummaryError, summarize
+from hcu.osworld.tasks import load_task
+from tests.official_tasks import OFFICIAL_TASKS
+
+HF = "https://huggingface.co/datasets/xlangai/ubuntu_osworld_file_cache/resolve/main"
+
+
+def test_every_file_a_task_fetches_is_named_with_where_it_lands() -> None:
+    calc = load_task("v1", "4e6fcf72-daf3-439f-a232-c434ce416af6", "libreoffice_calc", OFFICIAL_TASKS)
+    assert task_files(calc) == {  # setup's input, and the gold that postconfig downloads
+        f"{HF}/libreoffice_calc/4e6fcf72-daf3-439f-a232-c434ce416af6/Employee_Age_By_Birthday.xlsx":
+            ["Employee_Age_By_Birthday.xlsx"],
+        f"{HF}/libreoffice_calc/4e6fcf72-daf3-439f-a232-c434ce416af6/Employee_Age_By_Birthday_gold.xlsx":
+            ["Employee_Age_By_Birthday_gold.xlsx"]}
+    impress = load_task("v1", "550ce7e7-747b-495f-b122-acdc4d0b8e54", "libreoffice_impress", OFFICIAL_TASKS)
+    named = task_files(impress)  # URLs ending .data land as .pptx: the landing name says what to make
+    data = {url.rsplit("/", 1)[1]: names for url, names in named.items() if url.endswith(".data")}
+    assert data == {"New_Club_Spring_2018_Training.data": ["New_Club_Spring_2018_Training.pptx"],
+                    "New_Club_Spring_2018_Training_with_strike.data": ["New_Club_Spring_2018_Training_Gold.pptx"]}
+    history = load_task("v1", "44ee5668-ecd5-4366-a6ce-c1c9b8d4e938", "chrome", OFFICIAL_TASKS)
+    assert list(task_files(history).values()) == [["history_new.sqlite"]]  # update_browse_history's database
+
+
+def test_stand_ins_live_in_a_marked_cache_of_their_own(tmp_path: Path) -> None:
+    cache = AssetCache.configured(tmp_path / "stand-ins", offline=False, stand_ins=True)
+    assert (cache.stand_ins, cache.offline) == (True, True) and holds_stand_ins(cache.root)
+    assert "never" in (cache.root / STAND_IN_MARKER).read_text().lower()
+    # whatever runs on a marked cache is marked, flag or not
+    assert AssetCache.configured(cache.root, offline=True).stand_ins
+    real = tmp_path / "assets"
+    cache_path(real, f"{HF}/os/t/photo.jpg").parent.mkdir(parents=True)
+    cache_path(real, f"{HF}/os/t/photo.jpg").write_bytes(b"a real photo")
+    with pytest.raises(AssetError, match="holds real task files; give stand-ins a folder of their own"):
+        AssetCache.configured(real, offline=True, stand_ins=True)
+    assert not holds_stand_ins(real)
+
+
+def test_no_stand_in_is_written_into_a_real_cache(tmp_path: Path) -> None:
+    task = load_task("v1", "4e6fcf72-daf3-439f-a232-c434ce416af6", "libreoffice_calc", OFFICIAL_TASKS)
+    with pytest.raises(AssetError, match="not a stand-in cache"):
+        provide(None, task, AssetCache(root=tmp_path, offline=True))  # type: ignore[arg-type]
+
+
+def test_a_run_config_with_stand_ins_is_refused(tmp_path: Path) -> None:
+    body = {"run_id": "r", "benchmark_version": "v1", "agent": "codex", "test_desktop": True,
+            "gateway": "http://127.0.0.1:9", "results_dir": str(tmp_path), "tasks": ["t1"]}
+    with pytest.raises(ConfigError, match="asset_stand_ins: a run config makes a scored run"):
+        parse_config({**body, "asset_stand_ins": True}, tmp_path / "r.json")
+    marked = AssetCache.configured(tmp_path / "generated", offline=True, stand_ins=True).root
+    with pytest.raises(ConfigError, match="stand-ins .generated task files"):
+        parse_config({**body, "asset_cache": str(marked)}, tmp_path / "r.json")
+
+
+def test_summarize_refuses_results_made_with_stand_ins(tmp_path: Path) -> None:
+    body = {"run_id": "mixed", "benchmark_version": "v1", "agent": "codex", "test_desktop": True,
+            "gateway": "http://127.0.0.1:9", "results_dir": str(tmp_path), "tasks": ["a", "b"]}
+    config = parse_config(body, tmp_path / "mixed.json")
+    for task_id, stand_ins in (("a", False), ("b", True)):
+        (config.run_dir / "tasks" / task_id).mkdir(parents=True)
+        (config.run_dir / "tasks" / task_id / "result.json").write_bytes(orjson.dumps(
+            {"status": "completed", "score": 1.0, "termination_reason": "completed", "stand_ins": stand_ins}))
+    (config.run_dir / "config.json").write_bytes(orjson.dumps(config.model_dump(mode="json")))
+    with pytest.raises(SummaryError, match="1 result.s. were made with stand-in assets .* task b.*not a scored run"):
+        summarize(config.run_dir)
+
+
+READ_BACK = """
+import sys, json
+from pathlib import Path
+import openpyxl, docx, pptx, pymupdf, cv2, soundfile, zipfile, tarfile, sqlite3
+from PIL import Image
+from odf.opendocument import load
+folder = Path(sys.argv[1])
+seen = {}
+seen["xlsx"] = openpyxl.load_workbook(folder / "Sales.xlsx").active["A1"].value
+seen["xls"] = "xl/workbook.xml" in zipfile.ZipFile(folder / "file.xls").namelist()  # OOXML: LibreOffice opens it
+seen["docx"] = docx.Document(folder / "Report.docx").paragraphs[0].text.startswith("hcu stand-in")
+seen["pptx"] = len(pptx.Presentation(folder / "Deck.pptx").slides)
+seen["pdf"] = pymupdf.open(folder / "paper.pdf").page_count
+seen["png"] = Image.open(folder / "logo.png").size
+seen["jpg"] = Image.open(folder / "photo.jpg").format
+seen["mp4"] = int(cv2.VideoCapture(str(folder / "clip.mp4")).get(cv2.CAP_PROP_FRAME_COUNT))
+seen["mp3"] = soundfile.info(str(folder / "song.mp3")).frames > 0
+seen["ods"] = len(load(str(folder / "sheet.ods")).spreadsheet.childNodes)
+seen["zip"] = zipfile.ZipFile(folder / "book.zip").namelist()
+seen["profile"] = sorted(tarfile.open(folder / "thunderbird-profile.tar.gz").getnames())
+seen["xcf"] = (folder / "image.xcf").read_bytes()[:14].decode()
+seen["history"] = sorted(r[0] for r in sqlite3.connect(folder / "history_new.sqlite").execute(
+    "select name from sqlite_master where type='table'"))
+print(json.dumps(seen))
+"""
+
+
+def test_stand_ins_of_every_type_are_read_back_by_osworlds_libraries(tmp_path: Path, evaluator_python: Path) -> None:
+    from hcu.osworld.osworld_bridge.process import OSWorldProcess
+
+    names = ["Sales.xlsx", "file.xls", "Report.docx", "Deck.pptx", "paper.pdf", "logo.png", "photo.jpg", "clip.mp4",
+             "song.mp3", "sheet.ods", "book.zip", "thunderbird-profile.tar.gz", "image.xcf", "history_new.sqlite"]
+    with OSWorldProcess(evaluator_python, work_dir=tmp_path / "work") as process:
+        for name in names:
+            process.call("stand_in", {"url": f"{HF}/x/{name}", "names": [name], "target": str(tmp_path / name)},
+                         deadline_sec=120, what="stand-in")
+    done = subprocess.run([str(evaluator_python), "-c", READ_BACK, str(tmp_path)], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    seen = orjson.loads(done.stdout.strip().splitlines()[-1])
+    assert seen == {
+        "xlsx": "Item", "xls": True, "docx": True, "pptx": 2, "pdf": 1, "png": [320, 200], "jpg": "JPEG",
+        "mp4": 30, "mp3": True, "ods": 1, "zip": ["book/README.txt"],
+        "profile": [".thunderbird", ".thunderbird/installs.ini", ".thunderbird/profiles.ini",
+                    ".thunderbird/t5q2a5hp.default-release", ".thunderbird/t5q2a5hp.default-release/prefs.js"],
+        "xcf": "gimp xcf file\x00", "history": ["meta", "sqlite_sequence", "urls", "visits"]}
+    a, b = (tmp_path / "Sales.xlsx").read_bytes(), (tmp_path / "file.xls").read_bytes()
+    assert a != b, "stand-ins differ by URL: a task's input never equals its expected file by accident"
+    with tarfile.open(tmp_path / "thunderbird-profile.tar.gz") as archive:
+        profiles = archive.extractfile(".thunderbird/profiles.ini").read().decode()
+    assert "Default=t5q2a5hp.default-release" in profiles.split("[Profile0]")[0]  # the installation's profile
