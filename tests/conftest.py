@@ -10,6 +10,7 @@ import tempfile
 import pytest
 
 from hcu.osworld.guest.state_dir import STATE_DIR_ENV
+from tests.demo_panel import demo_run  # noqa: F401  (the demo, run once per session for the tests that read it)
 
 
 def pytest_configure(config: pytest.Config) -> None:

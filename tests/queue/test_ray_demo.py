@@ -15,18 +15,16 @@ from pathlib import Path
 import orjson
 import pytest
 
-from hcu import REPO_ROOT
-from hcu.demo.__main__ import DEFAULT_CONFIG, DEFAULT_POLICIES, run_demo
+from hcu.demo.__main__ import DEFAULT_POLICIES
 from hcu.demo.stand_in import STAND_IN_TOKEN, free_port
 from hcu.gateway.scope_secret import key_id, load_or_create_key
 from hcu.osworld.attempt.identity import AttemptId
-from hcu.osworld.guest.bridge import bridge_address
 from hcu.osworld.queue.config import load_config
 from hcu.osworld.queue.panel import run_queue
 from hcu.osworld.summary.run_summary import summarize
+from tests.demo_panel import EXPECTED_SCORE, DemoRun, demo_config
 from tests.queue.ray_checks import manifest, peaks_by_node, results
 from tests.queue.ray_cluster import UPSTREAM_TOKEN_ENV
-from tests.session import unique_run_id
 
 pytestmark = [pytest.mark.docker, pytest.mark.artifacts, pytest.mark.ray]
 
@@ -35,15 +33,6 @@ SAME_PER_TASK = ("task_id", "status", "score", "evaluator_score", "withheld_reas
 SAME_SUMMARY = ("tasks", "valid", "withheld", "coverage", "score", "lower_bound", "upper_bound", "binary_rate",
                 "ci95", "binary_ci95", "statuses", "terminations", "failure_classes", "withheld_tasks",
                 "attempts", "retried_tasks", "by_domain", "by_stratum", "scripted_model")
-
-
-def demo_config(tmp_path: Path, name: str, **changes: object) -> Path:
-    body = orjson.loads(DEFAULT_CONFIG.read_bytes())
-    body.update(run_id=unique_run_id(name), results_dir=str(tmp_path / "runs"),
-                tasks_dir=str(REPO_ROOT / "configs" / "demo-tasks"), **changes)
-    path = tmp_path / f"{name}.json"
-    path.write_bytes(orjson.dumps(body))
-    return path
 
 
 def scripted_upstream(log: Path) -> tuple[subprocess.Popen[bytes], int]:
@@ -69,10 +58,8 @@ def task_rows(run_dir: Path) -> list[dict]:
 
 
 @pytest.mark.timeout(1800)
-def test_demo_through_ray_matches_local(tmp_path: Path, ray_cluster) -> None:
-    bridge = bridge_address()  # a free port: the demo's default one may serve someone else's run
-    local_dir = run_demo(demo_config(tmp_path, "demo-local", gateway=f"http://{bridge}:{free_port(bridge)}"),
-                         DEFAULT_POLICIES).parent.parent
+def test_demo_through_ray_matches_local(tmp_path: Path, demo_run: DemoRun, ray_cluster) -> None:
+    local_dir = demo_run.run_dir  # the README's demo command, run once per session
     upstream, port = scripted_upstream(tmp_path / "scripted-upstream.log")
     try:
         gateway = {"upstream_args": ["--upstreams", f"127.0.0.1:{port}", "--upstream-kind", "openai",
@@ -97,7 +84,7 @@ def test_demo_through_ray_matches_local(tmp_path: Path, ray_cluster) -> None:
     for run_dir in (ray_dir, local_dir):
         outcomes = [orjson.loads(line)["outcome"] for line in (run_dir / "gateway-tokens.jsonl").read_bytes().split()]
         assert "disconnected" not in outcomes, f"{run_dir.name}: a delivered generation logged as disconnected"
-    assert (summary["score"], summary["coverage"]) == (0.75, 1.0)  # README's stated demo score, both ways
+    assert (summary["score"], summary["coverage"]) == (EXPECTED_SCORE, 1.0)  # README's stated demo score, both ways
 
     recorded = manifest(ray_dir)
     assert set(recorded["attempt_nodes"].values()) <= {"node-a", "node-b"}
