@@ -1,6 +1,6 @@
 """Running OSWorld tasks. The commands users call live here; everything else has a room named for what it is:
 
-- `run_task`, `run_queue`, `setup_canary`, `summarize`, `cleanup`, `evaluator_check`: the
+- `run_task`, `run_queue`, `setup_canary`, `canary_sweep`, `summarize`, `cleanup`, `evaluator_check`: the
   `python -m hcu.osworld.<command>` shells.
 - `defaults.py` (every default, by agent, benchmark version and guest), `settings.py` (the fields that are both
   run_task's flags and a run config's keys), `tasks.py` (task definitions), `errors.py` (the one error-policy
@@ -10,6 +10,9 @@
 - `agents/`: one adapter per agent CLI.
 - `osworld_bridge/`: where OSWorld's own setup and evaluator code is called: in its own process (`child/`, run by
   the OSWorld interpreter) over a versioned protocol (`protocol.py`, `process.py`), with the asset cache.
-- `queue/`: the panel queue (scheduling, resume, retries, manifest).
+- `canary/`: what a canary checks beyond OSWorld's own setup (applications up, getters that read something) and
+  the sweep over a task index.
+- `queue/`: the panel queue (scheduling, resume, retries, manifest) and its executors: `local` (this host's
+  Docker engine) or `ray` (each node its own guests, gateway and per-phase caps; results merged at the head).
 - `summary/`: scores, intervals and reports of a run.
 """
