@@ -10,8 +10,7 @@
 - `agents/`: one adapter per agent CLI.
 - `osworld_bridge/`: where OSWorld's own setup and evaluator code is called: in its own process (`child/`, run by
   the OSWorld interpreter) over a versioned protocol (`protocol.py`, `process.py`), with the asset cache.
-- `canary/`: what a canary checks beyond OSWorld's own setup (applications up, getters that read something) and
-  the sweep over a task index.
+- `canary/`: the canary sweep over a task index and its reports (`sweep.json`, `sweep.md`).
 - `queue/`: the panel queue (scheduling, resume, retries, manifest) and its executors: `local` (this host's
   Docker engine) or `ray` (each node its own guests, gateway and per-phase caps; results merged at the head).
 - `summary/`: scores, intervals and reports of a run.
