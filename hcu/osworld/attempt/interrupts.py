@@ -3,7 +3,8 @@
 A stop signal (SIGTERM/SIGINT) raises `Interrupted` once, only while the attempt's phases run (`armed()`):
 while the result is being recorded and the guest removed, a signal is noted and the record is finished first,
 so result.json is always written. A phase deadline (`deadline()`) raises the phase's own timeout type from
-SIGALRM, wherever the phase is blocked (a guest call, the OSWorld process, a readiness poll).
+SIGALRM, wherever the phase is blocked (a guest call, the OSWorld process, a readiness poll). Within `held()`
+(a Docker call that creates a guest's container or volume) either is raised only once the block ends.
 """
 
 from __future__ import annotations
@@ -18,6 +19,31 @@ from hcu.osworld.errors import Interrupted
 log = logging.getLogger("hcu.run_task")
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+_held: list[BaseException] | None = None
+"""While a `held()` block runs: what a signal raised meanwhile (the first), to raise at its end."""
+
+
+def _raise(exc: BaseException) -> None:
+    if _held is None:
+        raise exc
+    if not _held:
+        _held.append(exc)
+
+
+@contextmanager
+def held() -> Iterator[None]:
+    """A stop signal or phase deadline arriving in this block is raised when the block ends. Around a Docker call
+    that creates something: raised mid-call, it would leave the daemon creating a container just after the
+    removal on the failure path looked for it. (Blocking the signals would not do: in a process with threads
+    the kernel hands them to another thread and Python still runs the handler in this one.)"""
+    global _held
+    _held = []
+    try:
+        yield
+    finally:
+        pending, _held = _held, None
+        if pending:
+            raise pending[0]
 
 
 class StopSignals:
@@ -37,7 +63,8 @@ class StopSignals:
         self.received = self.received or name
         if self._armed:
             self._armed = False  # one Interrupted per attempt: what follows records it
-            raise Interrupted(f"runner received {name}")
+            _raise(Interrupted(f"runner received {name}"))
+            return
         log.warning("%s received while the attempt is being recorded: finishing the record first", name)
 
     @contextmanager
@@ -60,7 +87,7 @@ def deadline(seconds: float, overrun: Callable[[], BaseException]) -> Iterator[N
         return
 
     def expire(_signum: int, _frame: object) -> None:
-        raise overrun()
+        _raise(overrun())
 
     previous = signal.signal(signal.SIGALRM, expire)
     signal.setitimer(signal.ITIMER_REAL, seconds)

@@ -22,6 +22,7 @@ import docker.errors
 from docker.models.containers import Container
 from pydantic import BaseModel, ConfigDict, Field
 
+from hcu.osworld.attempt import interrupts
 from hcu.osworld.attempt.identity import AttemptId
 from hcu.osworld.defaults import BENCHMARKS, GUEST
 from hcu.osworld.errors import ConfigurationError
@@ -160,12 +161,13 @@ def start_guest(
             _remove_resources(client, name)  # this attempt's own leftovers, if a crashed run left any
             host = bridge_address(client)
             overlay = _create_overlay(spec, attempt, work_dir)
-            client.volumes.create(name=volume_name(name), labels=attempt.labels())
+            with interrupts.held():  # each call has the client's timeout
+                client.volumes.create(name=volume_name(name), labels=attempt.labels())
             with port_leases.publishing_lock():
                 ports = port_leases.allocate(client, name, attempt.labels(), host)
-                container = client.containers.create(
-                    **container_config(spec, attempt, image=image.pinned, ports=ports, host=host, overlay=overlay)
-                )
+                config = container_config(spec, attempt, image=image.pinned, ports=ports, host=host, overlay=overlay)
+                with interrupts.held():  # each call has the client's timeout
+                    container = client.containers.create(**config)
             container.start()
         api = GuestAPI(f"http://{host}:{ports.api}", secret=spec.client_password)
         _gate(steps, spec, container, api, deadline)
