@@ -14,8 +14,10 @@ export DEBIAN_FRONTEND=noninteractive
 
 # python3-venv: the venv; docker.io: the engine; iptables, iproute2: isolation and the bridge address;
 # debootstrap: the test desktop's base; qemu-utils: qcow2 overlays of the official guest; xvfb: a display;
-# libatomic1: the node binary inside PyPI's playwright wheel (OSWorld's setup code drives Chrome with it).
-pkgs=(python3-venv docker.io iptables iproute2 debootstrap qemu-utils xvfb libatomic1)
+# libatomic1: the node binary inside PyPI's playwright wheel (OSWorld's setup code drives Chrome with it);
+# gcc, python3-dev, linux-libc-dev: evdev (pynput's, in the evaluator venv) has no wheel and builds against the
+# kernel's input headers.
+pkgs=(python3-venv docker.io iptables iproute2 debootstrap qemu-utils xvfb libatomic1 gcc python3-dev linux-libc-dev)
 # npm packs the agent CLIs; a node that is already installed (any origin, e.g. nodesource) is kept.
 command -v npm >/dev/null || pkgs+=(nodejs npm)
 missing=()
