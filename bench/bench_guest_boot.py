@@ -14,11 +14,13 @@ import tempfile
 import time
 import uuid
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 
 import requests
 
 from hcu.osworld.attempt.identity import AttemptId
+from hcu.osworld.defaults import GUEST
 from hcu.osworld.guest.bridge import bridge_address
 from hcu.osworld.guest.docker_engine import docker_client
 from hcu.osworld.guest.lifecycle import GuestSpec, remove_guest, start_guest
@@ -47,38 +49,46 @@ def bare_boot_sec() -> float:
             container.remove(v=True, force=True)
 
 
-def gated_boot(run_id: str, work_dir: Path) -> tuple[dict[str, float], float, float]:
-    attempt = AttemptId(run_id=run_id, task_id="bench", attempt=1)
+def gated_boot(spec: GuestSpec, attempt: AttemptId, work_dir: Path,
+               boot_timeout_sec: float = GUEST.boot_timeout_sec) -> tuple[dict[str, float], float, float]:
+    """(readiness step durations, start_guest seconds, remove_guest seconds) of one gated boot."""
     started = time.monotonic()
-    guest = start_guest(GuestSpec(kind="test-desktop", image=IMAGE), attempt, work_dir=work_dir)
+    guest = start_guest(spec, attempt, work_dir=work_dir, boot_timeout_sec=boot_timeout_sec)
     boot = time.monotonic() - started
     started = time.monotonic()
     remove_guest(guest)
     return {step.name: step.duration_sec for step in guest.readiness}, boot, time.monotonic() - started
 
 
-def main() -> None:
-    run_id = f"bench-{uuid.uuid4().hex[:8]}"
+def boot_rounds(title: str, run_id: str, rounds: int, bare: Callable[[int], float], spec: GuestSpec,
+                boot_timeout_sec: float = GUEST.boot_timeout_sec) -> None:
+    """`rounds` times a bare boot then a gated one (round n is attempt n); means printed under `title`."""
     steps: dict[str, list[float]] = defaultdict(list)
-    boots, removals, bare = [], [], []
+    boots, removals, bares = [], [], []
     try:
         with tempfile.TemporaryDirectory() as work_dir:
-            for _ in range(ROUNDS):
-                bare.append(bare_boot_sec())
-                durations, boot, removal = gated_boot(run_id, Path(work_dir))
+            for n in range(1, rounds + 1):
+                bares.append(bare(n))
+                attempt = AttemptId(run_id=run_id, task_id="gated", attempt=n)
+                durations, boot, removal = gated_boot(spec, attempt, Path(work_dir), boot_timeout_sec)
                 for name, seconds in durations.items():
                     steps[name].append(seconds)
                 boots.append(boot)
                 removals.append(removal)
     finally:
         cleanup(run_id=run_id)
-    print(f"guest boot on {IMAGE}, {ROUNDS} rounds (means, seconds)")
+    print(f"{title}, {rounds} rounds (means, seconds)")
     for name, values in steps.items():
-        print(f"  step {name:<22} {statistics.mean(values):7.3f}")
-    print(f"  start_guest total        {statistics.mean(boots):7.3f}")
-    print(f"  remove_guest             {statistics.mean(removals):7.3f}")
-    print(f"  baseline bare run+poll   {statistics.mean(bare):7.3f}")
-    print(f"  ratio gated/bare         {statistics.mean(boots) / statistics.mean(bare):7.2f}")
+        print(f"  step {name:<22} {statistics.mean(values):8.3f}")
+    print(f"  start_guest total        {statistics.mean(boots):8.3f}")
+    print(f"  remove_guest             {statistics.mean(removals):8.3f}")
+    print(f"  baseline bare run+poll   {statistics.mean(bares):8.3f}")
+    print(f"  ratio gated/bare         {statistics.mean(boots) / statistics.mean(bares):8.2f}")
+
+
+def main() -> None:
+    boot_rounds(f"guest boot on {IMAGE}", f"bench-{uuid.uuid4().hex[:8]}", ROUNDS, lambda _n: bare_boot_sec(),
+                GuestSpec(kind="test-desktop", image=IMAGE))
 
 
 if __name__ == "__main__":

@@ -12,22 +12,18 @@ from __future__ import annotations
 
 import contextlib
 import socket
-import statistics
-import tempfile
 import time
 import uuid
-from collections import defaultdict
-from pathlib import Path
 
 import requests
+from bench_guest_boot import boot_rounds
 
 from hcu import REPO_ROOT
 from hcu.osworld.attempt.identity import AttemptId
 from hcu.osworld.guest.bridge import bridge_address
 from hcu.osworld.guest.docker_engine import docker_client
-from hcu.osworld.guest.lifecycle import GuestSpec, remove_guest, start_guest
+from hcu.osworld.guest.lifecycle import GuestSpec
 from hcu.osworld.guest.readiness import is_blank
-from hcu.osworld.guest.removal import cleanup
 
 RUNNER = "hcu-qemu-guest:tcg"
 DISK = REPO_ROOT / "build" / "qemu-guest" / "test-desktop.qcow2"
@@ -60,40 +56,12 @@ def bare_boot_sec(run_id: str, n: int) -> float:
             container.remove(v=True, force=True)
 
 
-def gated_boot(run_id: str, n: int, work_dir: Path) -> tuple[dict[str, float], float, float]:
+def main() -> None:
     spec = GuestSpec(kind="qemu", image=str(DISK), docker_image=RUNNER, volume_size_gb=64, ram_size="2G",
                      cpu_cores=2)
-    started = time.monotonic()
-    guest = start_guest(spec, AttemptId(run_id=run_id, task_id="gated", attempt=n), work_dir=work_dir,
-                        boot_timeout_sec=BOOT_TIMEOUT_SEC)
-    boot = time.monotonic() - started
-    started = time.monotonic()
-    remove_guest(guest)
-    return {step.name: step.duration_sec for step in guest.readiness}, boot, time.monotonic() - started
-
-
-def main() -> None:
     run_id = f"bench-qemu-{uuid.uuid4().hex[:8]}"
-    steps: dict[str, list[float]] = defaultdict(list)
-    boots, removals, bare = [], [], []
-    try:
-        with tempfile.TemporaryDirectory() as work_dir:
-            for n in range(1, ROUNDS + 1):
-                bare.append(bare_boot_sec(run_id, n))
-                durations, boot, removal = gated_boot(run_id, n, Path(work_dir))
-                for name, seconds in durations.items():
-                    steps[name].append(seconds)
-                boots.append(boot)
-                removals.append(removal)
-    finally:
-        cleanup(run_id=run_id)
-    print(f"QEMU guest boot to ready ({RUNNER}, {DISK.name}), {ROUNDS} rounds (means, seconds)")
-    for name, values in steps.items():
-        print(f"  step {name:<22} {statistics.mean(values):8.3f}")
-    print(f"  start_guest total        {statistics.mean(boots):8.3f}")
-    print(f"  remove_guest             {statistics.mean(removals):8.3f}")
-    print(f"  baseline bare run+poll   {statistics.mean(bare):8.3f}")
-    print(f"  ratio gated/bare         {statistics.mean(boots) / statistics.mean(bare):8.2f}")
+    boot_rounds(f"QEMU guest boot to ready ({RUNNER}, {DISK.name})", run_id, ROUNDS,
+                lambda n: bare_boot_sec(run_id, n), spec, BOOT_TIMEOUT_SEC)
 
 
 if __name__ == "__main__":

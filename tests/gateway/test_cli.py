@@ -110,29 +110,18 @@ def test_missing_or_bad_environment(tmp_path, module, env, name):
     assert SECRET not in result.stderr and not out.exists()
 
 
+def openai_gateway_args(port: int, upstream, log: Path, budget: int) -> list[str]:
+    """The OpenAI gateway on loopback `port` in front of the stand-in upstream, logging to `log`."""
+    return ["--host", "127.0.0.1", "--ports", str(port), "--upstreams", upstream.hostport, "--upstream-kind",
+            "openai", "--upstream-scheme", "http", "--upstream-token", SECRET, "--out", str(log),
+            "--max-requests-per-task", str(budget)]
+
+
 async def test_missing_out_folder_is_created(tmp_path, upstream):
     log = tmp_path / "runs" / "single" / "gateway-tokens.jsonl"  # the README's one-task example, fresh checkout
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    args = [
-        "--host",
-        "127.0.0.1",
-        "--ports",
-        str(port),
-        "--upstreams",
-        upstream.hostport,
-        "--upstream-kind",
-        "openai",
-        "--upstream-scheme",
-        "http",
-        "--upstream-token",
-        SECRET,
-        "--out",
-        str(log),
-        "--max-requests-per-task",
-        "1",
-    ]
-    proc = start_gateway_process("openai_proxy", args)
+    proc = start_gateway_process("openai_proxy", openai_gateway_args(port, upstream, log, budget=1))
     try:
         await asyncio.to_thread(wait_healthy, url, proc)
         statuses = [(await stream_request(url, "fresh")).status for _ in range(2)]
@@ -160,25 +149,7 @@ async def test_kill_9_mid_stream_and_restart_on_the_same_log(tmp_path, upstream)
     log = tmp_path / "tokens.jsonl"
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    args = [
-        "--host",
-        "127.0.0.1",
-        "--ports",
-        str(port),
-        "--upstreams",
-        upstream.hostport,
-        "--upstream-kind",
-        "openai",
-        "--upstream-scheme",
-        "http",
-        "--upstream-token",
-        SECRET,
-        "--out",
-        str(log),
-        "--max-requests-per-task",
-        "4",
-    ]
-    proc = start_gateway_process("openai_proxy", args)
+    proc = start_gateway_process("openai_proxy", openai_gateway_args(port, upstream, log, budget=4))
     try:
         await asyncio.to_thread(wait_healthy, url, proc)
         for _ in range(2):
@@ -195,7 +166,7 @@ async def test_kill_9_mid_stream_and_restart_on_the_same_log(tmp_path, upstream)
         proc.wait(timeout=10)
         with log.open("ab") as f:
             f.write(b'{"time": 1, "task": "k", "outc')  # a torn last line, as a crash mid-write leaves it
-        proc = start_gateway_process("openai_proxy", args)
+        proc = start_gateway_process("openai_proxy", openai_gateway_args(port, upstream, log, budget=4))
         health = await asyncio.to_thread(wait_healthy, url, proc)
         assert health["tasks"] == 1
         async with aiohttp.ClientSession() as s, s.get(f"{url}/healthz", params={"task": "k"}) as r:
