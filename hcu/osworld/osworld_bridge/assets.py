@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import tempfile
 from pathlib import Path, PurePosixPath
 from urllib.parse import unquote, urlsplit
@@ -32,6 +33,7 @@ from hcu.osworld.errors import SetupError
 DEFAULT_ASSET_CACHE = REPO_ROOT / "assets"
 DEFAULT_STAND_IN_CACHE = REPO_ROOT / "assets-stand-ins"
 STAND_IN_MARKER = "STAND-INS.txt"
+STAND_IN_CODE = Path(__file__).parent / "child"
 STAND_IN_NOTE = ("Generated stand-ins for OSWorld task files (hcu --asset-stand-ins): for offline tests only.\n"
                  "Never use this folder as a scored run's asset cache: run_queue and summarize refuse it.\n")
 ASSET_MIRROR_ENV = "HCU_ASSET_MIRROR"
@@ -72,15 +74,31 @@ def holds_stand_ins(root: Path) -> bool:
     return (Path(root) / STAND_IN_MARKER).is_file()
 
 
+def stand_in_generator() -> str:
+    """A hash of the code that makes stand-ins (child/stand_in*.py): stand-ins it made before a change go."""
+    digest = hashlib.sha256()
+    for module in sorted(STAND_IN_CODE.glob("stand_in*.py")):
+        digest.update(module.name.encode() + b"\0" + module.read_bytes())
+    return digest.hexdigest()[:16]
+
+
 def stand_in_cache(root: Path | None) -> Path:
-    """The stand-in cache at `root` (default assets-stand-ins/), marked; refuses a folder of real files."""
+    """The stand-in cache at `root` (default assets-stand-ins/), marked with the generator that filled it;
+    refuses a folder of real files. Stand-ins of another generator are deleted (they are generated again on
+    use), so a fixed generator is never masked by its old output."""
     root = Path(root) if root is not None else DEFAULT_STAND_IN_CACHE
     if root.is_dir() and not holds_stand_ins(root) and any(p.name != LOCKS_DIR for p in root.iterdir()):
         raise AssetError(f"asset_stand_ins: {root} holds real task files; give stand-ins a folder of their own "
                          f"(default {DEFAULT_STAND_IN_CACHE})")
-    root.mkdir(parents=True, exist_ok=True)
-    if not holds_stand_ins(root):
-        (root / STAND_IN_MARKER).write_text(STAND_IN_NOTE)
+    marker = STAND_IN_NOTE + f"generator {stand_in_generator()}\n"
+    (root / LOCKS_DIR).mkdir(parents=True, exist_ok=True)
+    with FileLock(root / LOCKS_DIR / "stand-in-cache.lock"):
+        if holds_stand_ins(root) and (root / STAND_IN_MARKER).read_text() == marker:
+            return root
+        for entry in root.iterdir():
+            if entry.name not in (LOCKS_DIR, STAND_IN_MARKER):
+                shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+        (root / STAND_IN_MARKER).write_text(marker)
     return root
 
 
