@@ -73,6 +73,10 @@ install -m 644 "$here/apps/google-chrome.desktop" "$root/usr/share/applications/
 install -m 644 "$here/apps/libreoffice-hcu.xcd" "$root/etc/libreoffice/registry/hcu.xcd"
 install -m 644 "$here/apps/thunderbird-hcu.js" "$root/etc/thunderbird/pref/hcu.js"
 echo '(check-updates no)' >>"$root/etc/gimp/2.0/gimprc"
+# `pip install` as on the official Ubuntu 22.04 guest, which predates PEP 668's externally-managed marker
+rm -f "$root"/usr/lib/python3*/EXTERNALLY-MANAGED
+install -D -m 644 "$here/apps/org.freedesktop.timedate1.service" \
+  "$root/usr/local/share/dbus-1/system-services/org.freedesktop.timedate1.service"
 install -d -o 1000 -g 1000 "$root/home/user/.config" "$root/home/user/.config/vlc"
 install -m 644 -o 1000 -g 1000 "$here/apps/vlcrc" "$root/home/user/.config/vlc/vlcrc"
 [[ -e $root/usr/share/novnc/index.html ]] || ln -s vnc.html "$root/usr/share/novnc/index.html"

@@ -12,6 +12,12 @@ printf 'user:%s\n' "${CLIENT_PASSWORD:-password}" | chpasswd
 unset CLIENT_PASSWORD
 install -d -o user -g user -m 700 /run/user/1000
 install -d -m 1777 /tmp/.X11-unix
+# timedatectl as on a systemd-booted guest: the marker it checks and a system bus that starts
+# systemd-timedated on demand (under systemd, the QEMU guest, both are already there).
+if [ ! -d /run/systemd/system ]; then
+  install -d /run/systemd/system /run/dbus
+  dbus-daemon --system --fork
+fi
 exec setpriv --reuid=1000 --regid=1000 --init-groups \
   env HOME=/home/user USER=user LOGNAME=user SHELL=/bin/bash PATH=/usr/local/bin:/usr/bin:/bin \
   /usr/local/bin/hcu-session
