@@ -35,6 +35,10 @@ NAMESPACES = {
 MAX_DEPTH = 50
 MAX_WIDTH = 1024
 TERMINAL_APP = "gnome-terminal-server"
+APPLICATION_NAMES = {"Chromium": "Google Chrome"}
+"""Applications shown under the official guest's names: Chromium's AT-SPI application node carries its
+compiled-in product name, which the UI-string rebranding (apps/chrome_brand.py) cannot reach, and OSWorld's
+Chrome getters find the address bar under `application[name=Google Chrome]`."""
 
 
 class AxWorker:
@@ -122,7 +126,10 @@ def _text(node: Any) -> str:
 def node_element(node: Any, depth: int) -> lxml.etree._Element:
     """One accessible and (up to MAX_DEPTH / MAX_WIDTH) its subtree as an XML element."""
     role = (node.getRoleName().strip() or "unknown").replace(" ", "-")
-    element = lxml.etree.Element(role, attrib=_attributes(node), nsmap=NAMESPACES)
+    attrib = _attributes(node)
+    if role == "application":
+        attrib["name"] = APPLICATION_NAMES.get(attrib["name"], attrib["name"])
+    element = lxml.etree.Element(role, attrib=attrib, nsmap=NAMESPACES)
     text = _text(node)
     if text:
         element.text = text

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import uuid
+import xml.etree.ElementTree as ElementTree
 from collections.abc import Callable
 
 import pytest
@@ -66,6 +67,11 @@ def test_chrome_serves_cdp_on_the_leased_port_through_the_tasks_socat_bridge(des
     wait_for_window(desktop_guest, lambda t: t == f"{title} - Google Chrome", "Chrome showing the tab opened over CDP")
     profile = desktop_guest.api.execute(["test", "-f", "/home/user/.config/google-chrome/Local State"])
     assert profile.returncode == 0, "Chrome's profile is not where OSWorld's getters read it"
+    # where OSWorld's Chrome getters read the active tab's URL: the address bar under "Google Chrome"
+    tree = requests.get(desktop_guest.api.base_url + "/accessibility", timeout=HTTP_TIMEOUT).json()["AT"]
+    bars = ElementTree.fromstring(tree).findall(
+        ".//application[@name='Google Chrome']//entry[@name='Address and search bar']")
+    assert bars and bars[0].text, "no address bar under application 'Google Chrome' in /accessibility"
     end_app(desktop_guest, "chrome")
 
 
