@@ -105,7 +105,9 @@ def type_text(text: str) -> None:
                         "split the text or use set_text on the field")
     for start, end in _runs(text):
         piece = text[start:end]
-        if piece.isascii():
+        if piece == "\n":  # a key press: a typed newline is not a Return to every widget (GTK dialogs ignore it)
+            xdotool("key", "Return")
+        elif piece.isascii():
             for offset in range(0, len(piece), TYPE_CHUNK):
                 chunk = piece[offset : offset + TYPE_CHUNK]
                 xdotool("type", "--delay", str(TYPE_DELAY_MS), "--", chunk, timeout=10 + len(chunk) * 0.1)
@@ -115,11 +117,11 @@ def type_text(text: str) -> None:
 
 
 def _runs(text: str) -> list[tuple[int, int]]:
-    """Spans of text: maximal ASCII runs, and each non-ASCII character on its own."""
+    """Spans of text: maximal ASCII runs, and each newline and non-ASCII character on its own."""
     spans: list[tuple[int, int]] = []
     start = 0
     for index, char in enumerate(text):
-        if not char.isascii():
+        if char == "\n" or not char.isascii():
             if start < index:
                 spans.append((start, index))
             spans.append((index, index + 1))
