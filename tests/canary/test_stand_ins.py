@@ -165,7 +165,11 @@ out = subprocess.run([sys.executable, str(folder / "script.py")], capture_output
 seen["script"] = sorted(json.loads(out))
 seen["script_scored"] = check_direct_json_object(out, {"expected": {"a": "b"}})
 raw = (folder / "image.xcf").read_bytes()
-seen["xcf_colors"] = len({raw[i:i + 3] for i in range(len(raw) - 64 * 64 * 3, len(raw), 3)})
+pixels = np.frombuffer(raw[-64 * 64 * 3:], dtype=np.uint8).reshape(64, 64, 3)
+seen["xcf_colors"] = len(np.unique(pixels.reshape(-1, 3), axis=0))
+Image.fromarray(pixels).save(folder / "exported.png")  # what GIMP exports of it
+from desktop_env.evaluators.metrics.gimp import check_triangle_position
+seen["triangle_centred"] = check_triangle_position(str(folder / "exported.png"))
 seen["zip"] = zipfile.ZipFile(folder / "book.zip").namelist()
 seen["gold"] = zipfile.ZipFile(folder / "gold_slides.zip").namelist()
 done = subprocess.run([sys.executable, "-m", "pip", "install", "--no-index", "--no-deps", "--target",
@@ -194,7 +198,7 @@ def test_stand_ins_hold_what_official_metrics_read_in_them(tmp_path: Path, evalu
         "id3": {}, "sheets": ["Sheet1", "Sheet2"],
         "page_number_color": 0,  # the master's colours are sRGB ones (the metric indexes them), not red
         "script": ["stand_in", "value"], "script_scored": 0.0,  # its output parses as JSON, and scores nothing
-        "xcf_colors": 2,  # a shape on a background: metrics that find "the object" by colour find one
+        "xcf_colors": 3, "triangle_centred": 0.0,  # a shape off-centre: metrics that find it by colour see so
         "zip": ["book/", "book/Chapter 1.pdf"], "gold": ["slides/", "slides/slides.pdf"],
         "wheel": [0, ["cssselect", "cssselect-1.3.0.dist-info"]]}
     with zipfile.ZipFile(tmp_path / "book.zip") as archive:

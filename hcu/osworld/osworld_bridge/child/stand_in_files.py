@@ -167,9 +167,11 @@ def _xcf(seed: Seed, path: Path) -> None:
     hierarchy_at = layer_at + len(layer) + 8
     level_at = hierarchy_at + 12 + 8
     tile_at = level_at + 8 + 4 + 4
-    mark = bytes(255 - channel for channel in seed.color())  # a second colour, off-centre (top left)
-    pixels = b"".join(mark * 20 + bytes(seed.color()) * (width - 20) if row < 20 else bytes(seed.color()) * width
-                      for row in range(height))
+    # a shape in the top left corner, in two colours (a large and a small part) on the background: metrics
+    # that find "the object" by colour frequency find it there, never at the centre
+    shape, edge, ground = bytes(255 - c for c in seed.color()), bytes(c // 2 for c in seed.color()), bytes(seed.color())
+    pixels = b"".join(edge * 6 + shape * 14 + ground * (width - 20) if row < 6 else
+                      shape * 20 + ground * (width - 20) if row < 20 else ground * width for row in range(height))
     body = (header + image_props + struct.pack(">II", layer_at, 0) + struct.pack(">I", 0)
             + layer + struct.pack(">II", hierarchy_at, 0)
             + struct.pack(">III", width, height, 3) + struct.pack(">II", level_at, 0)
