@@ -35,7 +35,8 @@ def launch(command: list[str] | str, shell: bool = False) -> dict:
      ["a window of GIMP", "a window titled with GIMP's message for yicun.raw (no RAW loader)"]),
     (launch(["libreoffice", "--calc", "/home/user/exam/grades.xlsx"]),
      ["a window of LibreOffice", "a window titled with grades"]),
-    (launch(["/usr/bin/thunderbird"]), ["a window of Thunderbird"]),
+    (launch(["/usr/bin/thunderbird"]), ["a window of Thunderbird", "Thunderbird's message index written "
+                                        "(global-messages-db.sqlite, read by OSWorld's Thunderbird getters)"]),
     (launch(["nautilus", "/home/user/exam/"]), ["a window of Files", "a window titled with exam"]),
     (launch(["pkill", "chrome"]), []),
     ({"type": "open", "parameters": {"path": "/home/user/Desktop/landscape.mp4"}},
