@@ -84,6 +84,16 @@ install -m 644 -o 1000 -g 1000 "$here/apps/vlcrc" "$root/home/user/.config/vlc/v
 sed -i 's|<keyboard>|<keyboard>\n    <keybind key="C-A-t"><action name="Execute"><command>hcu-terminal</command></action></keybind>|' \
   "$root/etc/xdg/openbox/rc.xml"
 grep -q 'key="C-A-t"' "$root/etc/xdg/openbox/rc.xml" || { echo "build.sh: openbox keybinding not installed" >&2; exit 1; }
+# A desktop background, as on the official Ubuntu guest (OSWorld's vm_wallpaper getter reads the file GNOME's
+# picture-uri names; Debian's default names a gnome-backgrounds file this image lacks): Ubuntu's path, plain.
+install -d "$root/usr/share/backgrounds"
+chroot "$root" python3 -c 'from PIL import Image; Image.new("RGB", (1920, 1080), (44, 0, 30)).save(
+    "/usr/share/backgrounds/warty-final-ubuntu.png")'
+printf '%s\n' '[org.gnome.desktop.background]' \
+  "picture-uri='file:///usr/share/backgrounds/warty-final-ubuntu.png'" \
+  "picture-uri-dark='file:///usr/share/backgrounds/warty-final-ubuntu.png'" \
+  >"$root/usr/share/glib-2.0/schemas/90_hcu-background.gschema.override"
+chroot "$root" glib-compile-schemas /usr/share/glib-2.0/schemas
 # Byte-compile what Debian's packaging did not: user `user` cannot write __pycache__ there, so every
 # `python -c "import pyautogui"` (OSWorld setup steps) and every server start would compile again.
 chroot "$root" python3 -m compileall -q /opt/hcu /usr/local/lib/python3.11/dist-packages >/dev/null

@@ -31,9 +31,12 @@ def launch(command: list[str] | str, shell: bool = False) -> dict:
     (launch("VLC_VERBOSE=-1 vlc --no-audio --no-video-title-show", shell=True),
      ["a window of VLC", "VLC's HTTP interface on the leased port 20003"]),
     (launch(["gimp", "/home/user/Desktop/computer.png"]), ["a window of GIMP", "a window titled with computer"]),
+    (launch(["gimp", "/home/user/Desktop/yicun.raw"]),  # GIMP has no RAW loader: it says so, as on the official guest
+     ["a window of GIMP", "a window titled with GIMP's message for yicun.raw (no RAW loader)"]),
     (launch(["libreoffice", "--calc", "/home/user/exam/grades.xlsx"]),
      ["a window of LibreOffice", "a window titled with grades"]),
-    (launch(["/usr/bin/thunderbird"]), ["a window of Thunderbird"]),
+    (launch(["/usr/bin/thunderbird"]), ["a window of Thunderbird", "Thunderbird's message index written "
+                                        "(global-messages-db.sqlite, read by OSWorld's Thunderbird getters)"]),
     (launch(["nautilus", "/home/user/exam/"]), ["a window of Files", "a window titled with exam"]),
     (launch(["pkill", "chrome"]), []),
     ({"type": "open", "parameters": {"path": "/home/user/Desktop/landscape.mp4"}},

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import subprocess
 import tarfile
+import zipfile
 from pathlib import Path
 
 import orjson
 import pytest
 
 from hcu.osworld.osworld_bridge.assets import STAND_IN_MARKER, AssetCache, AssetError, cache_path, holds_stand_ins
-from hcu.osworld.osworld_bridge.stand_ins import provide, task_files
+from hcu.osworld.osworld_bridge.stand_ins import archive_members, provide, task_files
 from hcu.osworld.queue.config import ConfigError, parse_config
 from hcu.osworld.summary.run_summary import SummaryError, summarize
 from hcu.osworld.tasks import load_task
@@ -122,7 +123,7 @@ def test_stand_ins_of_every_type_are_read_back_by_osworlds_libraries(tmp_path: P
     seen = orjson.loads(done.stdout.strip().splitlines()[-1])
     assert seen == {
         "xlsx": "Item", "xls": True, "docx": True, "pptx": 2, "pdf": 1, "png": [320, 200], "jpg": "JPEG",
-        "mp4": 30, "mp3": True, "ods": 1, "zip": ["book/README.txt"],
+        "mp4": 30, "mp3": True, "ods": 1, "zip": ["book/", "book/README.txt"],
         "profile": [".thunderbird", ".thunderbird/installs.ini", ".thunderbird/profiles.ini",
                     ".thunderbird/t5q2a5hp.default-release", ".thunderbird/t5q2a5hp.default-release/prefs.js"],
         "xcf": "gimp xcf file\x00", "history": ["meta", "sqlite_sequence", "urls", "visits"]}
@@ -131,3 +132,74 @@ def test_stand_ins_of_every_type_are_read_back_by_osworlds_libraries(tmp_path: P
     with tarfile.open(tmp_path / "thunderbird-profile.tar.gz") as archive:
         profiles = archive.extractfile(".thunderbird/profiles.ini").read().decode()
     assert "Default=t5q2a5hp.default-release" in profiles.split("[Profile0]")[0]  # the installation's profile
+
+
+def test_an_archive_holds_what_the_task_names_inside_it() -> None:
+    book = load_task("v1", "5df7b33a-9f77-4101-823e-02f863e1c1ae", "multi_apps", OFFICIAL_TASKS)
+    members = {url.rsplit("/", 1)[1]: names for url, names in archive_members(book).items()}
+    # unzipped into ~/Desktop, then setup opens book/Spectral Graph Theory.pdf; the gold of compare_archive
+    # (file_type pdf, no file_path) holds a PDF at its top
+    assert members == {"raw_book.zip": ["book/", "book/Spectral Graph Theory.pdf"], "book.zip": ["book.pdf"]}
+    exam = load_task("v1", "aceb0368-56b8-4073-b70e-3dc9aee184e0", "multi_apps", OFFICIAL_TASKS)
+    assert list(archive_members(exam).values()) == [["exam/ReferenceAnswers.docx", "exam/grades.xlsx", "exam/"]]
+    slides = load_task("v1", "0e5303d4-8820-42f6-b18d-daf7e633de21", "multi_apps", OFFICIAL_TASKS)
+    assert list(archive_members(slides).values()) == [["lecture_slides/lecture_slides.pdf"]]  # its file_path
+    calc = load_task("v1", "4e6fcf72-daf3-439f-a232-c434ce416af6", "libreoffice_calc", OFFICIAL_TASKS)
+    assert archive_members(calc) == {}
+
+
+DEEPER = """
+import sys, json, subprocess, zipfile
+from pathlib import Path
+import numpy as np, openpyxl
+from PIL import Image
+from mutagen.easyid3 import EasyID3
+from desktop_env.evaluators.metrics.slides import check_page_number_colors
+from desktop_env.evaluators.metrics.general import check_direct_json_object
+folder = Path(sys.argv[1])
+seen = {}
+seen["id3"] = dict(EasyID3(folder / "Artist - Title.mp3"))  # a tag, blank
+seen["sheets"] = openpyxl.load_workbook(folder / "Sales.xlsx").sheetnames
+seen["page_number_color"] = check_page_number_colors(str(folder / "Deck.pptx"), {"color": "red"})
+out = subprocess.run([sys.executable, str(folder / "script.py")], capture_output=True, text=True).stdout
+seen["script"] = sorted(json.loads(out))
+seen["script_scored"] = check_direct_json_object(out, {"expected": {"a": "b"}})
+raw = (folder / "image.xcf").read_bytes()
+pixels = np.frombuffer(raw[-64 * 64 * 3:], dtype=np.uint8).reshape(64, 64, 3)
+seen["xcf_colors"] = len(np.unique(pixels.reshape(-1, 3), axis=0))
+Image.fromarray(pixels).save(folder / "exported.png")  # what GIMP exports of it
+from desktop_env.evaluators.metrics.gimp import check_triangle_position
+seen["triangle_centred"] = check_triangle_position(str(folder / "exported.png"))
+seen["zip"] = zipfile.ZipFile(folder / "book.zip").namelist()
+seen["gold"] = zipfile.ZipFile(folder / "gold_slides.zip").namelist()
+done = subprocess.run([sys.executable, "-m", "pip", "install", "--no-index", "--no-deps", "--target",
+                       str(folder / "site"), str(folder / "cssselect-1.3.0-py3-none-any.whl")],
+                      capture_output=True, text=True)
+seen["wheel"] = [done.returncode, sorted(p.name for p in (folder / "site").iterdir())]
+print(json.dumps(seen))
+"""
+
+
+def test_stand_ins_hold_what_official_metrics_read_in_them(tmp_path: Path, evaluator_python: Path) -> None:
+    from hcu.osworld.osworld_bridge.process import OSWorldProcess
+
+    files = {"Artist - Title.mp3": [], "Sales.xlsx": [], "Deck.pptx": [], "script.py": [], "image.xcf": [],
+             "cssselect-1.3.0-py3-none-any.whl": [], "book.zip": ["book/", "book/Chapter 1.pdf"],
+             "gold_slides.zip": ["slides/slides.pdf"]}
+    with OSWorldProcess(evaluator_python, work_dir=tmp_path / "work") as process:
+        for name, members in files.items():
+            process.call("stand_in", {"url": f"{HF}/x/{name}", "names": [name], "target": str(tmp_path / name),
+                                      "members": members}, deadline_sec=120, what="stand-in")
+    done = subprocess.run([str(evaluator_python), "-c", DEEPER, str(tmp_path)], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    seen = orjson.loads(done.stdout.strip().splitlines()[-1])
+    assert seen == {
+        "id3": {}, "sheets": ["Sheet1", "Sheet2"],
+        "page_number_color": 0,  # the master's colours are sRGB ones (the metric indexes them), not red
+        "script": ["stand_in", "value"], "script_scored": 0.0,  # its output parses as JSON, and scores nothing
+        "xcf_colors": 3, "triangle_centred": 0.0,  # a shape off-centre: metrics that find it by colour see so
+        "zip": ["book/", "book/Chapter 1.pdf"], "gold": ["slides/", "slides/slides.pdf"],
+        "wheel": [0, ["cssselect", "cssselect-1.3.0.dist-info"]]}
+    with zipfile.ZipFile(tmp_path / "book.zip") as archive:
+        assert archive.read("book/Chapter 1.pdf").startswith(b"%PDF")  # each member a stand-in of its own type

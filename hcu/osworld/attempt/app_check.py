@@ -33,8 +33,15 @@ VLC_PASSWORD = "password"
 """What OSWorld's VLC getters send (the official guest's VLC HTTP password)."""
 CHROME_PREFERENCES = "/home/user/.config/google-chrome/Default/Preferences"
 """The profile file OSWorld's Chrome getters read: Chrome writes it some seconds after it starts."""
+THUNDERBIRD_GLODA = "/home/user/.thunderbird/*/global-messages-db.sqlite"
+"""Thunderbird's message index (gloda), which OSWorld's Thunderbird getters read: Thunderbird writes it some
+seconds after it starts (about 3 s on the test desktop)."""
 SPLASHES = {"gimp": "GIMP Startup"}
 """Windows an application shows while it is still loading (titles, by program)."""
+GIMP_NO_RAW_LOADER = {".raw", ".rw2", ".pef", ".cr2", ".cr3", ".crw", ".nef", ".nrw", ".arw", ".srf", ".sr2", ".3fr",
+                      ".fff", ".iiq", ".cap", ".dcr", ".kdc", ".mrw", ".mdc", ".rdc"}
+"""Camera RAW files: GIMP 2.10 without darktable or RawTherapee (the official guest has neither) answers them with
+its "no RAW loader installed" message (its file-raw-placeholder plug-in), never a window of the file."""
 MEDIA = {".mp4", ".mp3", ".wav", ".avi", ".mkv", ".webm", ".ogg", ".flac", ".m4a", ".mov"}
 
 
@@ -109,7 +116,10 @@ class AppCheck:
         if program not in windows:
             return []
         opened = [PurePosixPath(w.rstrip("/")) for w in words[1:] if w.startswith(("/", "~/"))]
-        return [self._window(*windows[program], splash=SPLASHES.get(program))] + [
+        index = [self._thunderbird_index()] if program == "thunderbird" else []
+        return [self._window(*windows[program], splash=SPLASHES.get(program)), *index] + [
+            self._window(f"GIMP's message for {p.name} (no RAW loader)", "GIMP Message", titled=True)
+            if program == "gimp" and p.suffix.lower() in GIMP_NO_RAW_LOADER else
             self._window(p.stem, p.stem, titled=True) for p in opened]
 
     def _for_open(self, raw: str) -> list[Expectation]:
@@ -152,6 +162,15 @@ class AppCheck:
             return None if found == "0" else f"{CHROME_PREFERENCES} not written yet"
 
         return Expectation("Chrome's profile written (Default/Preferences, read by OSWorld's Chrome getters)", probe)
+
+    def _thunderbird_index(self) -> Expectation:
+        def probe() -> str | None:
+            script = f'for f in {THUNDERBIRD_GLODA}; do test -s "$f" && exit 0; done; exit 1'
+            found = self._execute(["sh", "-c", script], output=False)
+            return None if found == "0" else f"{THUNDERBIRD_GLODA} not written yet"
+
+        return Expectation("Thunderbird's message index written (global-messages-db.sqlite, read by OSWorld's "
+                           "Thunderbird getters)", probe)
 
     def _cdp(self) -> Expectation:
         url = f"http://{self.guest.host}:{self.guest.ports.cdp}/json/version"

@@ -6,6 +6,7 @@ whatever runs on it is marked.
 
 from __future__ import annotations
 
+import shlex
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -52,17 +53,95 @@ def task_files(task: TaskDefinition) -> dict[str, list[str]]:
     return found
 
 
+ARCHIVES = (".zip", ".tar", ".tar.gz", ".tgz", ".tar.xz", ".txz", ".tar.bz2")
+HOME = "/home/user"
+ARCHIVE_FILE_TYPES = {"pdf": ".pdf", "docx": ".docx", "ppt": ".pptx", "image": ".png", "csv": ".csv",
+                      "text": ".txt", "table": ".xlsx", "xlsx": ".xlsx", "audio": ".mp3", "video": ".mp4"}
+"""`compare_archive`'s file types, as the suffix of a file of that type."""
+
+
+def archive_members(task: TaskDefinition) -> dict[str, list[str]]:
+    """What each archive the task fetches must hold, from what the task names (paths inside the archive; a
+    folder ends with "/"): for an archive setup downloads, the paths the setup steps name under the folder it
+    is unpacked into (`unzip -d`, `tar -C`, else its own folder), those downloaded on their own left out;
+    for the archive `compare_archive` expects, one file of its `file_type` in its `file_path` folder."""
+    found: dict[str, list[str]] = {}
+    downloads = {str(f.get("path")): f["url"] for step in task.config if step.get("type") == "download"
+                 for f in (step.get("parameters") or {}).get("files", []) if is_url(f.get("url", ""))}
+    named = [word for step in task.config for word in _words(step.get("parameters"))]
+    for landing, url in downloads.items():
+        if not landing.lower().endswith(ARCHIVES):
+            continue
+        folder = _unpacked_into(task.config, landing)
+        members = []
+        for word in named:
+            inside = word.rstrip("/")
+            if word in downloads or word == landing or not inside.startswith(folder + "/"):
+                continue
+            member = inside[len(folder) + 1:] + ("/" if word.endswith("/") or not PurePosixPath(inside).suffix
+                                                  else "")
+            if member not in members:
+                members.append(member)
+        if members:
+            found[url] = members
+    evaluator = task.evaluator or {}
+    expected = evaluator.get("expected")
+    if evaluator.get("func") == "compare_archive" and isinstance(expected, dict) and _getter_files(expected):
+        options = evaluator.get("options") or {}
+        url = _getter_files(expected)[0][0]
+        stem = PurePosixPath(url.split("?")[0]).name.split(".")[0] or "stand-in"
+        suffix = ARCHIVE_FILE_TYPES.get(str(options.get("file_type", "text")), ".txt")
+        found[url] = [str(PurePosixPath(str(options.get("file_path") or "."), stem + suffix))]
+    return found
+
+
+def _tokens(value: Any) -> list[str]:
+    """Every word of a step's parameters (strings with spaces split as a shell would)."""
+    if isinstance(value, dict):
+        return [word for item in value.values() for word in _tokens(item)]
+    if isinstance(value, list):
+        return [word for item in value for word in _tokens(item)]
+    if not isinstance(value, str):
+        return []
+    if " " not in value or value.startswith("/"):  # a path may hold spaces
+        return [value]
+    try:
+        return shlex.split(value)
+    except ValueError:
+        return value.split()
+
+
+def _words(value: Any) -> list[str]:
+    """The absolute paths a step's parameters name (`~/` is the user's home)."""
+    words = [HOME + word[1:] if word.startswith("~/") else word for word in _tokens(value)]
+    return [word for word in words if word.startswith("/") and not set(word) & set("'\"$`()*?;|&<>")]
+
+
+def _unpacked_into(steps: list[dict[str, Any]], archive: str) -> str:
+    """The folder a setup command unpacks `archive` into (`-d`, `-C`), else the archive's own folder."""
+    for step in steps:
+        words = _tokens((step.get("parameters") or {}).get("command"))
+        if archive not in words:
+            continue
+        for flag in ("-d", "-C", "--directory"):
+            if flag in words[:-1]:
+                return words[words.index(flag) + 1].rstrip("/") or "/"
+    return str(PurePosixPath(archive).parent)
+
+
 def provide(process: OSWorldProcess, task: TaskDefinition, assets: AssetCache) -> list[str]:
     """Generate the stand-ins the cache lacks for `task`; returns the URLs made now."""
     if not assets.stand_ins:
         raise AssetError(f"asset cache {assets.root} is not a stand-in cache: no stand-in is written into it")
     made = []
+    members = archive_members(task)
     for url, names in task_files(task).items():
         target = cache_path(assets.root, url)
         if target.is_file():
             continue
         try:
-            process.call("stand_in", {"url": url, "names": names, "target": str(target)},
+            process.call("stand_in", {"url": url, "names": names, "target": str(target),
+                                      "members": members.get(url, [])},
                          deadline_sec=DEADLINE_SEC, what=f"making a stand-in for {url}")
         except OSWorldCodeError as exc:
             raise AssetError(str(exc)) from None

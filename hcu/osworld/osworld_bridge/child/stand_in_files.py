@@ -11,31 +11,27 @@ task's input and its expected file never coincide (an untouched state must not m
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import os
 import sqlite3
 import struct
-import tarfile
 import tempfile
-import zipfile
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 
-THUNDERBIRD_PROFILE = "t5q2a5hp.default-release"
-"""The profile folder the official tasks' Thunderbird archives hold (their evaluators read files in it)."""
-THUNDERBIRD_INSTALL = "FDC34C9F024745EB"
-"""Thunderbird picks the profile its installation's section names (a hash of the install folder; this is the one
-of /usr/lib/thunderbird, where Debian's and Ubuntu's packages put it); without it, it makes a profile of its own."""
+from hcu.osworld.osworld_bridge.child import stand_in_archives as archives
 
 
 class Seed:
     """Deterministic content for one URL."""
 
-    def __init__(self, url: str, name: str) -> None:
+    def __init__(self, url: str, name: str, members: list[str] | None = None) -> None:
+        self.url = url
         self.digest = hashlib.sha256(url.encode()).digest()
         self.label = f"hcu stand-in {self.digest.hex()[:8]} for {name}"
         self.name = name
+        self.members = members or []
+        """An archive's members the task names (paths inside it; a folder ends with "/")."""
 
     def number(self, index: int, high: int = 1000) -> int:
         return self.digest[index % len(self.digest)] * 7 % high + 1
@@ -53,6 +49,10 @@ def _xlsx(seed: Seed, path: Path) -> None:
     sheet.append(["Item", "Quantity", "Price", seed.label])
     for row in range(1, 6):
         sheet.append([f"item {row}", seed.number(row, 50), seed.number(row + 10) / 10])
+    second = book.create_sheet("Sheet2")  # workbooks the tasks name often have more than one sheet
+    second.append(["Name", "Value"])
+    for row in range(1, 4):
+        second.append([f"entry {row}", seed.number(row + 20)])
     book.save(path)
 
 
@@ -70,11 +70,40 @@ def _pptx(seed: Seed, path: Path) -> None:
     from pptx import Presentation
 
     presentation = Presentation()
+    _master_colors(presentation.slide_master)
     for index in range(2):
         slide = presentation.slides.add_slide(presentation.slide_layouts[1])
         slide.shapes.title.text = f"Slide {index + 1}: {seed.label}"
         slide.placeholders[1].text = f"A stand-in bullet, number {seed.number(index)}"
     presentation.save(path)
+
+
+def _master_colors(master: object) -> None:
+    """Explicit sRGB colours in the slide master (title dark, date/footer/slide number grey), as decks made in
+    PowerPoint or LibreOffice carry (python-pptx's default master has theme colours only)."""
+    from pptx.oxml.ns import qn
+    from pptx.oxml.xmlchemy import OxmlElement
+
+    grey = {"dt", "ftr", "sldNum"}
+    for shape in master.placeholders:  # type: ignore[attr-defined]
+        kind = shape.element.find(".//" + qn("p:ph")).get("type")
+        if kind not in grey | {"title"}:
+            continue
+        body = shape.element.find(qn("p:txBody"))
+        styles = body.find(qn("a:lstStyle"))
+        if styles is None:
+            styles = OxmlElement("a:lstStyle")
+            body.insert(1, styles)
+        level = styles.find(qn("a:lvl1pPr"))
+        if level is None:
+            level = OxmlElement("a:lvl1pPr")
+            styles.insert(0, level)
+        run = OxmlElement("a:defRPr")
+        fill, color = OxmlElement("a:solidFill"), OxmlElement("a:srgbClr")
+        color.set("val", "BFBFBF" if kind in grey else "1F3864")
+        fill.append(color)
+        run.append(fill)
+        level.append(run)
 
 
 def _odf(seed: Seed, path: Path) -> None:
@@ -138,7 +167,11 @@ def _xcf(seed: Seed, path: Path) -> None:
     hierarchy_at = layer_at + len(layer) + 8
     level_at = hierarchy_at + 12 + 8
     tile_at = level_at + 8 + 4 + 4
-    pixels = bytes(seed.color()) * (width * height)
+    # a shape in the top left corner, in two colours (a large and a small part) on the background: metrics
+    # that find "the object" by colour frequency find it there, never at the centre
+    shape, edge, ground = bytes(255 - c for c in seed.color()), bytes(c // 2 for c in seed.color()), bytes(seed.color())
+    pixels = b"".join(edge * 6 + shape * 14 + ground * (width - 20) if row < 6 else
+                      shape * 20 + ground * (width - 20) if row < 20 else ground * width for row in range(height))
     body = (header + image_props + struct.pack(">II", layer_at, 0) + struct.pack(">I", 0)
             + layer + struct.pack(">II", hierarchy_at, 0)
             + struct.pack(">III", width, height, 3) + struct.pack(">II", level_at, 0)
@@ -168,12 +201,18 @@ def _audio(seed: Seed, path: Path) -> None:
     time = np.arange(rate * 2) / rate
     tone = 0.3 * np.sin(2 * np.pi * (220 + seed.number(0, 440)) * time)
     soundfile.write(str(path), tone, rate, format=path.suffix.lstrip(".").upper())
+    if path.suffix.lower() == ".mp3":  # an MP3 carries an ID3 tag (here an empty one: no title, no artist)
+        from mutagen.id3 import ID3
+
+        ID3().save(str(path))
 
 
 def _text(seed: Seed, path: Path) -> None:
     suffix, label = path.suffix.lower(), seed.label
     texts = {
-        ".py": f'"""{label}"""\n\n\ndef main():\n    print("stand-in {seed.number(0)}")\n\n\n'
+        # a script whose output the evaluator parses gets one line of JSON: a stand-in cannot do the real work
+        ".py": f'"""{label}"""\n\n\ndef main():\n'
+               f'    print({json.dumps(json.dumps({"stand_in": label, "value": seed.number(0)}))})\n\n\n'
                'if __name__ == "__main__":\n    main()\n',
         ".sh": f"#!/bin/sh\n# {label}\necho stand-in {seed.number(0)}\n",
         ".json": json.dumps({"stand_in": label, "value": seed.number(0)}, indent=2) + "\n",
@@ -192,39 +231,27 @@ def _text(seed: Seed, path: Path) -> None:
 
 
 def _zip(seed: Seed, path: Path) -> None:
-    stem = PurePosixPath(seed.name).name.split(".")[0] or "stand-in"
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
-        if path.suffix.lower() == ".epub":
-            archive.writestr("mimetype", "application/epub+zip", compress_type=zipfile.ZIP_STORED)
-            archive.writestr("META-INF/container.xml", _EPUB_CONTAINER)
-            archive.writestr("content.opf", _EPUB_OPF.format(title=seed.label))
-            archive.writestr("chapter.xhtml", _EPUB_CHAPTER.format(title=seed.label))
-        else:
-            archive.writestr(f"{stem}/README.txt", f"{seed.label}\n")
+    if path.suffix.lower() == ".epub":
+        archives.write_epub(str(path), seed.label)
+    elif path.suffix.lower() == ".whl":
+        archives.write_wheel(str(path), seed.name, seed.label)
+    else:
+        archives.write_zip(str(path), _members(seed))
 
 
 def _tar(seed: Seed, path: Path) -> None:
-    name = PurePosixPath(seed.name).name.lower()
-    members: dict[str, bytes | None]
-    if "thunderbird" in name:
-        members = {".thunderbird": None, f".thunderbird/{THUNDERBIRD_PROFILE}": None,
-                   ".thunderbird/profiles.ini": _PROFILES_INI.encode(),
-                   ".thunderbird/installs.ini": _INSTALLS_INI.encode(),
-                   f".thunderbird/{THUNDERBIRD_PROFILE}/prefs.js": _THUNDERBIRD_PREFS.encode()}
-    else:
-        stem = name.split(".")[0] or "stand-in"
-        members = {stem: None, f"{stem}/README.txt": f"{seed.label}\n".encode()}
-    mode = {".xz": "w:xz", ".txz": "w:xz", ".gz": "w:gz", ".tgz": "w:gz"}.get(path.suffix.lower(), "w")
-    with tarfile.open(path, mode) as archive:
-        for member, content in members.items():
-            info = tarfile.TarInfo(member)
-            info.mode = 0o755 if content is None else 0o644
-            if content is None:
-                info.type = tarfile.DIRTYPE
-                archive.addfile(info)
-            else:
-                info.size = len(content)
-                archive.addfile(info, io.BytesIO(content))
+    archives.write_tar(str(path), _members(seed))
+
+
+def _members(seed: Seed) -> dict[str, bytes | None]:
+    def render(member: str) -> bytes:  # each member a stand-in of its own type, seeded by the archive and its path
+        kind = kind_of(member)
+        with tempfile.TemporaryDirectory() as scratch:
+            made = Path(scratch) / f"member{kind or '.bin'}"
+            MAKERS.get(kind, _bytes)(Seed(f"{seed.url}#{member}", member), made)
+            return made.read_bytes()
+
+    return archives.contents(seed.name, seed.label, seed.members, render)
 
 
 def _chrome_history(seed: Seed, path: Path) -> None:
@@ -251,7 +278,7 @@ MAKERS: dict[str, Callable[[Seed, Path], None]] = {
     ".png": _image, ".jpg": _image, ".jpeg": _image, ".gif": _image, ".webp": _image, ".bmp": _image,
     ".tif": _image, ".tiff": _image, ".xcf": _xcf, ".mp4": _video, ".avi": _video, ".mp3": _audio,
     ".wav": _audio, ".flac": _audio, ".ogg": _audio, ".zip": _zip, ".epub": _zip, ".vsix": _zip, ".whl": _zip,
-    ".gz": _tar, ".tgz": _tar, ".xz": _tar, ".tar": _tar, ".sqlite": _chrome_history,
+    ".gz": _tar, ".tgz": _tar, ".xz": _tar, ".bz2": _tar, ".tar": _tar, ".sqlite": _chrome_history,
     **{suffix: _text for suffix in (".txt", ".md", ".py", ".sh", ".json", ".csv", ".html", ".css", ".tex",
                                     ".bib", ".srt", ".eml", ".code-workspace", ".js", ".xml", ".yaml", ".yml")},
 }
@@ -270,11 +297,11 @@ def kind_of(*names: str) -> str:
     return ""
 
 
-def make(url: str, names: list[str], target: str) -> dict[str, str]:
+def make(url: str, names: list[str], target: str, members: list[str] | None = None) -> dict[str, str]:
     """Write the stand-in for `url` at `target` (atomically); `names` are where it lands (first first), then
-    the URL's own file name. Returns the kind it was made as."""
+    the URL's own file name; `members`, what an archive must hold. Returns the kind it was made as."""
     kind = kind_of(*names, PurePosixPath(url.split("?")[0]).name)
-    seed = Seed(url, names[0] if names else url)
+    seed = Seed(url, names[0] if names else url, members)
     destination = Path(target)
     destination.parent.mkdir(parents=True, exist_ok=True)
     fd, scratch = tempfile.mkstemp(dir=destination.parent, prefix=".stand-in.", suffix=kind or ".bin")
@@ -285,40 +312,3 @@ def make(url: str, names: list[str], target: str) -> dict[str, str]:
     finally:
         Path(scratch).unlink(missing_ok=True)
     return {"kind": kind or "bytes"}
-
-
-_INSTALL_SECTION = f"""Default={THUNDERBIRD_PROFILE}
-Locked=1
-"""
-_INSTALLS_INI = f"[{THUNDERBIRD_INSTALL}]\n{_INSTALL_SECTION}"
-_PROFILES_INI = f"""[Install{THUNDERBIRD_INSTALL}]
-{_INSTALL_SECTION}
-[Profile0]
-Name=default-release
-IsRelative=1
-Path={THUNDERBIRD_PROFILE}
-Default=1
-
-[General]
-StartWithLastProfile=1
-Version=2
-"""
-_THUNDERBIRD_PREFS = "".join(f'user_pref("{key}", {json.dumps(value)});\n' for key, value in {
-    # one account, Local Folders (the tasks' real profiles hold mail accounts besides it)
-    "mail.accountmanager.accounts": "account1", "mail.accountmanager.localfoldersserver": "server1",
-    "mail.account.account1.server": "server1", "mail.server.server1.type": "none",
-    "mail.server.server1.hostname": "Local Folders", "mail.server.server1.name": "Local Folders",
-    "mail.server.server1.userName": "nobody", "mail.server.server1.directory-rel": "[ProfD]Mail/Local Folders",
-}.items())
-_EPUB_CONTAINER = ('<?xml version="1.0"?><container version="1.0" '
-                   'xmlns="urn:oasis:names:tc:opendocument:xmlns:container"><rootfiles>'
-                   '<rootfile full-path="content.opf" media-type="application/oebps-package+xml"/>'
-                   "</rootfiles></container>")
-_EPUB_OPF = ('<?xml version="1.0"?><package xmlns="http://www.idpf.org/2007/opf" version="3.0" '
-             'unique-identifier="id"><metadata xmlns:dc="http://purl.org/dc/elements/1.1/">'
-             '<dc:identifier id="id">hcu-stand-in</dc:identifier><dc:title>{title}</dc:title>'
-             "<dc:language>en</dc:language></metadata><manifest>"
-             '<item id="c1" href="chapter.xhtml" media-type="application/xhtml+xml"/></manifest>'
-             '<spine><itemref idref="c1"/></spine></package>')
-_EPUB_CHAPTER = ('<?xml version="1.0"?><html xmlns="http://www.w3.org/1999/xhtml"><head><title>{title}</title>'
-                 "</head><body><p>{title}</p></body></html>")

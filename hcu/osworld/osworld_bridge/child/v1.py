@@ -162,8 +162,15 @@ def evaluate(env: Any, task: dict[str, Any], last_action: str | None, watch: Wat
     env.metric = _wrap_metrics(env.metric, metric_values)
     env.result_getter = wrap_getters(env.result_getter, watch, getter_calls)
     env.expected_getter = wrap_getters(env.expected_getter, watch, getter_calls)
-    with watch.on():
-        score = float(DesktopEnv.evaluate(env))
+    try:
+        with watch.on():
+            score = float(DesktopEnv.evaluate(env))
+    except Exception as exc:  # noqa: BLE001 - a metric that raised on what a getter failed to read says so
+        empty = read_nothing(getter_calls)
+        if not empty:
+            raise
+        reasons = "; ".join(f"{g['getter']}: {g['reason']}" for g in empty)
+        raise Failure("exception", f"{type(exc).__name__}: {exc} (after a getter read nothing: {reasons})") from None
     return {
         "score": score,
         "metric_values": metric_values,
