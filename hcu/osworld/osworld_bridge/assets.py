@@ -34,6 +34,7 @@ DEFAULT_ASSET_CACHE = REPO_ROOT / "assets"
 DEFAULT_STAND_IN_CACHE = REPO_ROOT / "assets-stand-ins"
 STAND_IN_MARKER = "STAND-INS.txt"
 STAND_IN_CODE = Path(__file__).parent / "child"
+"""Where stand-ins are made (what they hold is chosen in stand_ins.py, beside this module)."""
 STAND_IN_NOTE = ("Generated stand-ins for OSWorld task files (hcu --asset-stand-ins): for offline tests only.\n"
                  "Never use this folder as a scored run's asset cache: run_queue and summarize refuse it.\n")
 ASSET_MIRROR_ENV = "HCU_ASSET_MIRROR"
@@ -75,9 +76,10 @@ def holds_stand_ins(root: Path) -> bool:
 
 
 def stand_in_generator() -> str:
-    """A hash of the code that makes stand-ins (child/stand_in*.py): stand-ins it made before a change go."""
+    """A hash of the code that makes stand-ins (stand_ins.py, child/stand_in*.py): what an older version
+    made goes."""
     digest = hashlib.sha256()
-    for module in sorted(STAND_IN_CODE.glob("stand_in*.py")):
+    for module in sorted([*STAND_IN_CODE.glob("stand_in*.py"), *STAND_IN_CODE.parent.glob("stand_in*.py")]):
         digest.update(module.name.encode() + b"\0" + module.read_bytes())
     return digest.hexdigest()[:16]
 
