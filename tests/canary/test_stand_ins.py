@@ -131,3 +131,16 @@ def test_stand_ins_of_every_type_are_read_back_by_osworlds_libraries(tmp_path: P
     with tarfile.open(tmp_path / "thunderbird-profile.tar.gz") as archive:
         profiles = archive.extractfile(".thunderbird/profiles.ini").read().decode()
     assert "Default=t5q2a5hp.default-release" in profiles.split("[Profile0]")[0]  # the installation's profile
+
+
+def test_a_chrome_history_stand_in_carries_the_schema_version_chrome_keeps(tmp_path: Path) -> None:
+    import sqlite3
+
+    from hcu.osworld.osworld_bridge.child.stand_in_files import make
+
+    make(f"{HF}/chrome/t/history_empty.sqlite", ["history_new.sqlite"], str(tmp_path / "History"))
+    with sqlite3.connect(tmp_path / "History") as db:  # without a version Chrome razes it, setup's history too
+        meta = dict(db.execute("select key, value from meta"))
+        columns = {row[1] for row in db.execute("pragma table_info(visits)")}
+    assert meta == {"version": "70", "last_compatible_version": "16"}
+    assert {"visit_duration", "is_known_to_sync", "visited_link_id"} <= columns

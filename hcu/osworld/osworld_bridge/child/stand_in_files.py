@@ -228,16 +228,29 @@ def _tar(seed: Seed, path: Path) -> None:
 
 
 def _chrome_history(seed: Seed, path: Path) -> None:
-    """An empty Chrome History database with the tables OSWorld's `update_browse_history` step fills."""
+    """An empty Chrome History database with the tables OSWorld's `update_browse_history` step fills, stamped
+    with the schema version Chrome (Chromium 150: 70, readable from 16 on) expects: Chrome razes a History
+    without a version in `meta` at start, which would drop the history a task's setup wrote."""
     with sqlite3.connect(path) as db:
         db.executescript("""
             CREATE TABLE meta(key LONGVARCHAR NOT NULL UNIQUE PRIMARY KEY, value LONGVARCHAR);
+            INSERT INTO meta VALUES ('version', '70'), ('last_compatible_version', '16');
             CREATE TABLE urls(id INTEGER PRIMARY KEY AUTOINCREMENT, url LONGVARCHAR, title LONGVARCHAR,
                 visit_count INTEGER DEFAULT 0 NOT NULL, typed_count INTEGER DEFAULT 0 NOT NULL,
                 last_visit_time INTEGER NOT NULL, hidden INTEGER DEFAULT 0 NOT NULL);
+            CREATE INDEX urls_url_index ON urls (url);
             CREATE TABLE visits(id INTEGER PRIMARY KEY AUTOINCREMENT, url INTEGER NOT NULL,
-                visit_time INTEGER NOT NULL, from_visit INTEGER, transition INTEGER DEFAULT 0 NOT NULL,
-                segment_id INTEGER, visit_duration INTEGER DEFAULT 0 NOT NULL);
+                visit_time INTEGER NOT NULL, from_visit INTEGER, external_referrer_url TEXT,
+                transition INTEGER DEFAULT 0 NOT NULL, segment_id INTEGER, visit_duration INTEGER DEFAULT 0 NOT NULL,
+                incremented_omnibox_typed_score BOOLEAN DEFAULT FALSE NOT NULL, opener_visit INTEGER,
+                originator_cache_guid TEXT, originator_visit_id INTEGER, originator_from_visit INTEGER,
+                originator_opener_visit INTEGER, is_known_to_sync BOOLEAN DEFAULT FALSE NOT NULL,
+                consider_for_ntp_most_visited BOOLEAN DEFAULT FALSE NOT NULL,
+                visited_link_id INTEGER DEFAULT 0 NOT NULL, app_id TEXT);
+            CREATE INDEX visits_url_index ON visits (url);
+            CREATE INDEX visits_from_index ON visits (from_visit);
+            CREATE INDEX visits_time_index ON visits (visit_time);
+            CREATE INDEX visits_originator_id_index ON visits (originator_visit_id);
         """)
     db.close()
 
