@@ -288,9 +288,10 @@ def kind_of(*names: str) -> str:
     return ""
 
 
-def make(url: str, names: list[str], target: str) -> dict[str, str]:
+def make(url: str, names: list[str], target: str, role: str = "input") -> dict[str, str]:
     """Write the stand-in for `url` at `target` (atomically); `names` are where it lands (first first), then
-    the URL's own file name. Returns the kind it was made as."""
+    the URL's own file name. An `expected` file (a gold an evaluator compares with) holds a finished task's
+    work besides (stand_in_gold.py). Returns the kind it was made as."""
     kind = kind_of(*names, PurePosixPath(url.split("?")[0]).name)
     seed = Seed(url, names[0] if names else url)
     destination = Path(target)
@@ -299,6 +300,10 @@ def make(url: str, names: list[str], target: str) -> dict[str, str]:
     os.close(fd)
     try:
         MAKERS.get(kind, _bytes)(seed, Path(scratch))
+        if role == "expected":
+            from hcu.osworld.osworld_bridge.child import stand_in_gold
+
+            stand_in_gold.finish(kind, seed, Path(scratch))
         os.replace(scratch, destination)
     finally:
         Path(scratch).unlink(missing_ok=True)
