@@ -180,6 +180,61 @@ print(json.dumps(seen))
 """
 
 
+def test_the_gold_is_what_the_evaluator_alone_fetches() -> None:
+    from hcu.osworld.osworld_bridge.stand_ins import expected_files
+
+    calc = load_task("v1", "4e6fcf72-daf3-439f-a232-c434ce416af6", "libreoffice_calc", OFFICIAL_TASKS)
+    assert expected_files(calc) == {  # postconfig downloads it after the agent
+        f"{HF}/libreoffice_calc/4e6fcf72-daf3-439f-a232-c434ce416af6/Employee_Age_By_Birthday_gold.xlsx"}
+    trains = load_task("v1", "6f81754e-285d-4ce0-b59e-af7edb02d108", "libreoffice_writer", OFFICIAL_TASKS)
+    # the expected getter fetches the gold and the original; the original is setup's input, so it stays one
+    assert expected_files(trains) == {f"{HF}/libreoffice_writer/6f81754e-285d-4ce0-b59e-af7edb02d108/"
+                                      "HK_train_record_Gold.docx"}
+
+
+def test_a_chrome_history_stand_in_carries_the_schema_version_chrome_keeps(tmp_path: Path) -> None:
+    import sqlite3
+
+    from hcu.osworld.osworld_bridge.child.stand_in_files import make
+
+    make(f"{HF}/chrome/t/history_empty.sqlite", ["history_new.sqlite"], str(tmp_path / "History"))
+    with sqlite3.connect(tmp_path / "History") as db:  # without a version Chrome razes it, setup's history too
+        meta = dict(db.execute("select key, value from meta"))
+        columns = {row[1] for row in db.execute("pragma table_info(visits)")}
+    assert meta == {"version": "70", "last_compatible_version": "16"}
+    assert {"visit_duration", "is_known_to_sync", "visited_link_id"} <= columns
+
+
+UNTOUCHED = """
+import sys, json, logging
+from pathlib import Path
+logging.disable(logging.CRITICAL)
+import openpyxl
+from desktop_env.evaluators import metrics
+from hcu.osworld.osworld_bridge.child.stand_in_files import make
+folder, hf = Path(sys.argv[1]), sys.argv[2]
+def made(name, role="input"):
+    make(f"{hf}/t/{role}/{name}", [name], str(folder / f"{role}-{name}"), role=role)
+    return str(folder / f"{role}-{name}")
+doc, gold_doc = made("report.docx"), made("report_gold.docx", "expected")
+book, gold_book = made("sales.xlsx"), made("sales_gt.xlsx", "expected")
+pivots = {"type": "pivot_table", "sheet_idx0": "RNSheet2", "sheet_idx1": "ENSheet2",
+          "pivot_props": ["col_fields", "filter", "row_fields", "data_fields"]}
+charts = {"type": "chart", "sheet_idx0": "RNSheet2", "sheet_idx1": "ENSheet2", "chart_props": ["type", "title"]}
+seen = {
+    "tables": metrics.compare_docx_tables(doc, gold_doc), "images": metrics.compare_docx_images(doc, gold_doc),
+    "references": metrics.compare_references(doc, gold_doc, content_only=True, reference_base_result=0.6),
+    "lines": metrics.compare_unique_train_records(doc, [gold_doc, doc]),
+    "pivots": metrics.compare_table(book, gold_book, rules=[pivots]),
+    "charts": metrics.compare_table(book, gold_book, rules=[charts]),
+    "image structure": metrics.check_structure_sim(made("dog.png"), made("dog_gold.png", "expected")),
+    "gold pivots and charts": metrics.compare_table(gold_book, gold_book, rules=[pivots, charts]),
+    "gold sheets": openpyxl.load_workbook(gold_book).sheetnames,
+}
+print(json.dumps(seen))
+"""
+
+
 def test_stand_ins_hold_what_official_metrics_read_in_them(tmp_path: Path, evaluator_python: Path) -> None:
     from hcu.osworld.osworld_bridge.process import OSWorldProcess
 
@@ -203,3 +258,16 @@ def test_stand_ins_hold_what_official_metrics_read_in_them(tmp_path: Path, evalu
         "wheel": [0, ["cssselect", "cssselect-1.3.0.dist-info"]]}
     with zipfile.ZipFile(tmp_path / "book.zip") as archive:
         assert archive.read("book/Chapter 1.pdf").startswith(b"%PDF")  # each member a stand-in of its own type
+
+
+def test_an_untouched_input_does_not_match_its_gold_stand_in_in_structure(tmp_path: Path,
+                                                                          evaluator_python: Path) -> None:
+    """OSWorld's metrics that compare only structure (tables, images, references, line count, pivot tables,
+    charts, an image's SSIM) score an untouched input 0 against its gold stand-in."""
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([str(evaluator_python), "-c", UNTOUCHED, str(tmp_path), HF], capture_output=True,
+                          text=True, timeout=300, env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    seen = orjson.loads(done.stdout.strip().splitlines()[-1])
+    assert seen == {"tables": 0, "images": 0, "references": 0, "lines": 0, "pivots": 0.0, "charts": 0.0,
+                    "image structure": 0.0, "gold pivots and charts": 1.0, "gold sheets": ["Sheet1", "Sheet2"]}

@@ -129,19 +129,35 @@ def _unpacked_into(steps: list[dict[str, Any]], archive: str) -> str:
     return str(PurePosixPath(archive).parent)
 
 
+def expected_files(task: TaskDefinition) -> set[str]:
+    """The URLs only the evaluator fetches, as the gold its metric compares with (an expected getter's file or
+    one postconfig downloads after the agent), never the task's input: setup and the result getters fetch none
+    of them. Their stand-ins hold a finished task's work (child/stand_in_gold.py)."""
+    evaluator = task.evaluator or {}
+    inputs = {url for step in task.config for url, _ in _step_files(step)}
+    golds = {url for step in evaluator.get("postconfig", []) for url, _ in _step_files(step)}
+    for key, found in (("result", inputs), ("expected", golds)):
+        configs = evaluator.get(key)
+        found.update(url for config in (configs if isinstance(configs, list) else [configs])
+                     for url, _ in _getter_files(config))
+    return golds - inputs
+
+
 def provide(process: OSWorldProcess, task: TaskDefinition, assets: AssetCache) -> list[str]:
     """Generate the stand-ins the cache lacks for `task`; returns the URLs made now."""
     if not assets.stand_ins:
         raise AssetError(f"asset cache {assets.root} is not a stand-in cache: no stand-in is written into it")
     made = []
     members = archive_members(task)
+    golds = expected_files(task)
     for url, names in task_files(task).items():
         target = cache_path(assets.root, url)
         if target.is_file():
             continue
+        role = "expected" if url in golds else "input"
         try:
             process.call("stand_in", {"url": url, "names": names, "target": str(target),
-                                      "members": members.get(url, [])},
+                                      "members": members.get(url, []), "role": role},
                          deadline_sec=DEADLINE_SEC, what=f"making a stand-in for {url}")
         except OSWorldCodeError as exc:
             raise AssetError(str(exc)) from None

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import random
 import sqlite3
 import struct
 import tempfile
@@ -146,7 +147,11 @@ def _image(seed: Seed, path: Path) -> None:
     from PIL import Image, ImageDraw
 
     image = Image.new("RGB", (320, 200), seed.color())
-    ImageDraw.Draw(image).rectangle((40, 40, 120 + seed.number(3, 150), 160), fill=(255, 255, 255))
+    draw = ImageDraw.Draw(image)
+    shades = random.Random(seed.digest)  # a layout of its own per URL: two stand-ins differ in structure (SSIM)
+    for top in range(0, 200, 40):
+        for left in range(0, 320, 40):
+            draw.rectangle((left, top, left + 39, top + 39), fill=tuple(shades.randrange(256) for _ in range(3)))
     formats = {".jpg": "JPEG", ".jpeg": "JPEG", ".png": "PNG", ".gif": "GIF", ".webp": "WEBP", ".bmp": "BMP",
                ".tif": "TIFF", ".tiff": "TIFF"}
     image.save(path, formats[path.suffix.lower()])
@@ -255,16 +260,29 @@ def _members(seed: Seed) -> dict[str, bytes | None]:
 
 
 def _chrome_history(seed: Seed, path: Path) -> None:
-    """An empty Chrome History database with the tables OSWorld's `update_browse_history` step fills."""
+    """An empty Chrome History database with the tables OSWorld's `update_browse_history` step fills, stamped
+    with the schema version Chrome (Chromium 150: 70, readable from 16 on) expects: Chrome razes a History
+    without a version in `meta` at start, which would drop the history a task's setup wrote."""
     with sqlite3.connect(path) as db:
         db.executescript("""
             CREATE TABLE meta(key LONGVARCHAR NOT NULL UNIQUE PRIMARY KEY, value LONGVARCHAR);
+            INSERT INTO meta VALUES ('version', '70'), ('last_compatible_version', '16');
             CREATE TABLE urls(id INTEGER PRIMARY KEY AUTOINCREMENT, url LONGVARCHAR, title LONGVARCHAR,
                 visit_count INTEGER DEFAULT 0 NOT NULL, typed_count INTEGER DEFAULT 0 NOT NULL,
                 last_visit_time INTEGER NOT NULL, hidden INTEGER DEFAULT 0 NOT NULL);
+            CREATE INDEX urls_url_index ON urls (url);
             CREATE TABLE visits(id INTEGER PRIMARY KEY AUTOINCREMENT, url INTEGER NOT NULL,
-                visit_time INTEGER NOT NULL, from_visit INTEGER, transition INTEGER DEFAULT 0 NOT NULL,
-                segment_id INTEGER, visit_duration INTEGER DEFAULT 0 NOT NULL);
+                visit_time INTEGER NOT NULL, from_visit INTEGER, external_referrer_url TEXT,
+                transition INTEGER DEFAULT 0 NOT NULL, segment_id INTEGER, visit_duration INTEGER DEFAULT 0 NOT NULL,
+                incremented_omnibox_typed_score BOOLEAN DEFAULT FALSE NOT NULL, opener_visit INTEGER,
+                originator_cache_guid TEXT, originator_visit_id INTEGER, originator_from_visit INTEGER,
+                originator_opener_visit INTEGER, is_known_to_sync BOOLEAN DEFAULT FALSE NOT NULL,
+                consider_for_ntp_most_visited BOOLEAN DEFAULT FALSE NOT NULL,
+                visited_link_id INTEGER DEFAULT 0 NOT NULL, app_id TEXT);
+            CREATE INDEX visits_url_index ON visits (url);
+            CREATE INDEX visits_from_index ON visits (from_visit);
+            CREATE INDEX visits_time_index ON visits (visit_time);
+            CREATE INDEX visits_originator_id_index ON visits (originator_visit_id);
         """)
     db.close()
 
@@ -297,9 +315,11 @@ def kind_of(*names: str) -> str:
     return ""
 
 
-def make(url: str, names: list[str], target: str, members: list[str] | None = None) -> dict[str, str]:
+def make(url: str, names: list[str], target: str, members: list[str] | None = None,
+         role: str = "input") -> dict[str, str]:
     """Write the stand-in for `url` at `target` (atomically); `names` are where it lands (first first), then
-    the URL's own file name; `members`, what an archive must hold. Returns the kind it was made as."""
+    the URL's own file name; `members`, what an archive must hold. An `expected` file (a gold an evaluator
+    compares with) holds a finished task's work besides (stand_in_gold.py). Returns the kind it was made as."""
     kind = kind_of(*names, PurePosixPath(url.split("?")[0]).name)
     seed = Seed(url, names[0] if names else url, members)
     destination = Path(target)
@@ -308,6 +328,10 @@ def make(url: str, names: list[str], target: str, members: list[str] | None = No
     os.close(fd)
     try:
         MAKERS.get(kind, _bytes)(seed, Path(scratch))
+        if role == "expected":
+            from hcu.osworld.osworld_bridge.child import stand_in_gold
+
+            stand_in_gold.finish(kind, seed, Path(scratch))
         os.replace(scratch, destination)
     finally:
         Path(scratch).unlink(missing_ok=True)
