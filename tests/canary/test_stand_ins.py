@@ -170,6 +170,8 @@ seen["xcf_colors"] = len(np.unique(pixels.reshape(-1, 3), axis=0))
 Image.fromarray(pixels).save(folder / "exported.png")  # what GIMP exports of it
 from desktop_env.evaluators.metrics.gimp import check_triangle_position
 seen["triangle_centred"] = check_triangle_position(str(folder / "exported.png"))
+from desktop_env.evaluators.metrics.gimp import check_textbox_on_leftside
+seen["dark_on_the_left"] = check_textbox_on_leftside(str(folder / "exported.png"))
 seen["zip"] = zipfile.ZipFile(folder / "book.zip").namelist()
 seen["gold"] = zipfile.ZipFile(folder / "gold_slides.zip").namelist()
 done = subprocess.run([sys.executable, "-m", "pip", "install", "--no-index", "--no-deps", "--target",
@@ -254,6 +256,7 @@ def test_stand_ins_hold_what_official_metrics_read_in_them(tmp_path: Path, evalu
         "page_number_color": 0,  # the master's colours are sRGB ones (the metric indexes them), not red
         "script": ["stand_in", "value"], "script_scored": 0.0,  # its output parses as JSON, and scores nothing
         "xcf_colors": 3, "triangle_centred": 0.0,  # a shape off-centre: metrics that find it by colour see so
+        "dark_on_the_left": 0.0,
         "zip": ["book/", "book/Chapter 1.pdf"], "gold": ["slides/", "slides/slides.pdf"],
         "wheel": [0, ["cssselect", "cssselect-1.3.0.dist-info"]]}
     with zipfile.ZipFile(tmp_path / "book.zip") as archive:

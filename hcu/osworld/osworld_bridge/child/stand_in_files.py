@@ -172,11 +172,14 @@ def _xcf(seed: Seed, path: Path) -> None:
     hierarchy_at = layer_at + len(layer) + 8
     level_at = hierarchy_at + 12 + 8
     tile_at = level_at + 8 + 4 + 4
-    # a shape in the top left corner, in two colours (a large and a small part) on the background: metrics
-    # that find "the object" by colour frequency find it there, never at the centre
-    shape, edge, ground = bytes(255 - c for c in seed.color()), bytes(c // 2 for c in seed.color()), bytes(seed.color())
-    pixels = b"".join(edge * 6 + shape * 14 + ground * (width - 20) if row < 6 else
-                      shape * 20 + ground * (width - 20) if row < 20 else ground * width for row in range(height))
+    # a shape in the top right corner, in two colours (a large and a small part) on a light background: metrics
+    # that find "the object" by colour frequency find it there, never at the centre, and nothing dark is on
+    # the left (where a moved text box would be)
+    color = seed.color()
+    shape, edge = bytes(255 - c for c in color), bytes(c // 2 for c in color)
+    ground = bytes(128 + c // 2 for c in color)
+    pixels = b"".join(ground * (width - 20) + shape * 14 + edge * 6 if row < 6 else
+                      ground * (width - 20) + shape * 20 if row < 20 else ground * width for row in range(height))
     body = (header + image_props + struct.pack(">II", layer_at, 0) + struct.pack(">I", 0)
             + layer + struct.pack(">II", hierarchy_at, 0)
             + struct.pack(">III", width, height, 3) + struct.pack(">II", level_at, 0)
