@@ -130,7 +130,7 @@ def test_hcus_process_imports_nothing_of_osworld() -> None:
 
 
 OSWORLD_DEPENDENCIES = {"requests", "openpyxl", "docx", "pptx", "odf", "fitz", "pymupdf", "PIL", "cv2", "numpy",
-                        "soundfile"}
+                        "soundfile", "mutagen"}
 """What OSWorld's own controllers and evaluators import (to read office files, images and media), so every OSWorld
 interpreter has them; the child's stand-in files are written with them (read by the same libraries)."""
 
