@@ -11,8 +11,10 @@ import pytest
 
 from hcu import REPO_ROOT
 from hcu.osworld.attempt.result import EmptyGetter
+from hcu.osworld.canary import sweep as sweep_module
 from hcu.osworld.canary import sweep_report
 from hcu.osworld.canary.sweep import STATE_NAME, Sweep, SweepError, SweepOptions, SweepState, report_path, select_tasks
+from hcu.osworld.errors import MAX_ATTEMPTS
 from hcu.osworld.osworld_bridge.evaluate import EvalResult
 from hcu.osworld.setup_canary import CanaryReport
 from hcu.record_io import write_record
@@ -86,6 +88,33 @@ def test_an_interrupted_canary_runs_again_and_a_resume_keeps_the_settings(tmp_pa
     write_record(opts.out / STATE_NAME, SweepState(run_id="sweep-x", settings={"asset_stand_ins": False}))
     with pytest.raises(SweepError, match="a sweep with other settings ran here"):
         Sweep(options(tmp_path, domains=["vlc"], asset_stand_ins=True)).state()
+
+
+def test_a_canary_whose_guest_failed_runs_again_at_once_and_on_resume(tmp_path: Path, monkeypatch) -> None:
+    opts = options(tmp_path, domains=["vlc"], per_domain=2, max_parallel=1, osworld_python=sys.executable)
+    flaky, steady = select_tasks(opts)
+    runs: list[str] = []
+
+    def canary(options, task, process) -> CanaryReport:
+        runs.append(task.id)
+        guest_fails = task.id == flaky.id and runs.count(task.id) < 3
+        done = (report(task, "failed", classification="guest", error="guest not ready in 1 s") if guest_fails
+                else report(task, "passed", score=0.0))
+        write_record(options.result_dir / "report.json", done)
+        return done
+
+    monkeypatch.setattr(sweep_module, "run", canary)
+    monkeypatch.setattr(Sweep, "_remove_leftovers", lambda self, run_id: None)
+    Sweep(opts).execute([flaky, steady])
+    assert sorted(runs) == sorted([flaky.id] * 3 + [steady.id])
+    assert sweep_report.final_report(report_path(opts.out, flaky)).status == "passed"
+    write_record(report_path(opts.out, steady), report(steady, "failed", classification="guest", error="died"))
+    assert sweep_report.final_report(report_path(opts.out, steady)) is None  # a resume runs it again
+    runs.clear()
+    monkeypatch.setattr(sweep_module, "run", lambda options, task, process: runs.append(task.id) or report(
+        task, "failed", classification="guest", error="guest not ready in 1 s"))
+    Sweep(opts).execute([flaky, steady])
+    assert runs == [steady.id] * MAX_ATTEMPTS  # then it stays a failure, listed, until the next resume
 
 
 def test_bad_flags_exit_2_with_one_line(tmp_path: Path) -> None:

@@ -4,7 +4,9 @@ of an index, at most `max_parallel` at a time, resumable.
 The sweep folder holds `sweep-state.json` (the settings the sweep runs with, its run id and the wall time of
 each invocation), one canary per task in `tasks/<domain>/<task id>/report.json`, and the reports
 (sweep_report.py). A task whose report is final is not run again; one that was interrupted (or never
-reported) is. Canaries run on threads of this process: each worker keeps one OSWorld process and opens it on
+reported) is, and so is one whose guest failed
+(it says nothing about the task): at once, up to the error table's MAX_ATTEMPTS per invocation, and on every
+resume. Canaries run on threads of this process: each worker keeps one OSWorld process and opens it on
 each of its guests, so OSWorld's code (torch among its imports) loads once per worker, not once per task.
 Guests carry the sweep's run id; a sweep that was killed leaves nothing behind once it runs again.
 """
@@ -23,7 +25,7 @@ from filelock import FileLock, Timeout
 from pydantic import BaseModel, Field, ValidationError
 
 from hcu.osworld.defaults import GUEST
-from hcu.osworld.errors import PhaseError
+from hcu.osworld.errors import MAX_ATTEMPTS, PhaseError
 from hcu.osworld.osworld_bridge.process import OSWorldProcess, resolve_python
 from hcu.osworld.settings import SAFE_NAME, AssetSettings, GuestSettings, OSWorldSettings
 from hcu.osworld.setup_canary import REPORT_NAME, CanaryOptions, CanaryReport, run
@@ -35,6 +37,8 @@ log = logging.getLogger("hcu.sweep")
 STATE_NAME = "sweep-state.json"
 DEFAULT_PARALLEL = 3
 INTERRUPTED = "interrupted"
+RUNS_AGAIN = (INTERRUPTED, "guest")
+"""Failure classes that say nothing about the task (stopped, or its guest never served it): it runs again."""
 
 
 class SweepError(PhaseError):
@@ -119,12 +123,12 @@ def report_path(out: Path, task: TaskDefinition) -> Path:
 
 
 def final_report(path: Path) -> CanaryReport | None:
-    """A report that ends its task (None: missing, torn, or interrupted: the task runs again)."""
+    """A report that ends its task (None: missing, torn, or a class in RUNS_AGAIN: the task runs again)."""
     try:
         report = read_record(path, CanaryReport)
     except (OSError, ValueError, ValidationError):
         return None
-    return None if report.failure_classification == INTERRUPTED else report
+    return None if report.failure_classification in RUNS_AGAIN else report
 
 
 class Sweep:
@@ -133,6 +137,7 @@ class Sweep:
         self.stop = threading.Event()
         self._processes: list[OSWorldProcess] = []
         self._lock = threading.Lock()
+        self._attempts: dict[str, int] = {}
         self.ran = 0
 
     def run_id(self) -> str:
@@ -209,11 +214,13 @@ class Sweep:
                     task = pending.get_nowait()
                 except queue.Empty:
                     return
-                self._canary(task, process, run_id)
+                if self._canary(task, process, run_id) and not self.stop.is_set():
+                    pending.put(task)
         finally:
             process.close()
 
-    def _canary(self, task: TaskDefinition, process: OSWorldProcess, run_id: str) -> None:
+    def _canary(self, task: TaskDefinition, process: OSWorldProcess, run_id: str) -> bool:
+        """Run one canary; True when its guest failed and the task has attempts left in this invocation."""
         path = report_path(self.opts.out, task)
         fields = {k: getattr(self.opts, k) for k in CanaryOptions.model_fields if hasattr(self.opts, k)}
         canary = CanaryOptions.model_validate({**fields, "task_id": task.id, "task_domain": task.domain,
@@ -225,4 +232,6 @@ class Sweep:
             write_record(path, report)
         with self._lock:
             self.ran += 1
+            self._attempts[task.id] = attempts = self._attempts.get(task.id, 0) + 1
         log.info("%s/%s: %s%s", task.domain, task.id, report.status, f" ({report.error})" if report.error else "")
+        return report.failure_classification in RUNS_AGAIN and attempts < MAX_ATTEMPTS

@@ -14,7 +14,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from hcu.osworld.canary.sweep import INTERRUPTED, SweepState, final_report, report_path
+from hcu.osworld.canary.sweep import RUNS_AGAIN, SweepState, final_report, report_path
 from hcu.osworld.setup_canary import CanaryReport
 from hcu.osworld.tasks import TaskDefinition
 from hcu.record_io import write_atomic, write_json
@@ -63,7 +63,7 @@ def _domain(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def build(out: Path, tasks: list[TaskDefinition], state: SweepState) -> dict[str, Any]:
-    rows = [_row(task, final_report(report_path(out, task)) or _interrupted(report_path(out, task)))
+    rows = [_row(task, final_report(report_path(out, task)) or _runs_again(report_path(out, task)))
             for task in tasks]
     domains = sorted({r["domain"] for r in rows})
     return {
@@ -77,15 +77,15 @@ def build(out: Path, tasks: list[TaskDefinition], state: SweepState) -> dict[str
     }
 
 
-def _interrupted(path: Path) -> CanaryReport | None:
-    """An interrupted canary still shows, as a failure, until the task runs again."""
+def _runs_again(path: Path) -> CanaryReport | None:
+    """An interrupted canary, or one whose guest failed, still shows as a failure until the task runs again."""
     from hcu.record_io import read_record
 
     try:
         report = read_record(path, CanaryReport)
     except (OSError, ValueError):
         return None
-    return report if report.failure_classification == INTERRUPTED else None
+    return report if report.failure_classification in RUNS_AGAIN else None
 
 
 def _minutes(seconds: float) -> str:
