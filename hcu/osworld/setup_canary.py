@@ -71,6 +71,8 @@ class CanaryReport(Record):
     stand_ins: bool = False
     """The task's files were generated stand-ins (`--asset-stand-ins`), not the real ones."""
     readiness: list[ReadinessStep] = []
+    console_log: str | None = None
+    """The guest's log tail (its serial console, for a VM), kept when it did not become ready."""
     setup_steps: list[SetupStepRecord] = []
     evaluator: EvalResult | None = None
     """Present once the evaluator returned a score ("evaluated"), even when the canary failed on a getter."""
@@ -178,6 +180,7 @@ def run(args: CanaryOptions, task: TaskDefinition, osworld_process_to_reuse: OSW
         report.status = "passed"
     except PhaseError as exc:
         report.readiness = report.readiness or list(getattr(exc, "readiness", []))
+        report.console_log = getattr(exc, "console_log", None)
         if isinstance(exc, SetupStepError):
             report.setup_steps = exc.records
         report.failure_classification, report.error = exc.classification, str(exc)

@@ -13,7 +13,7 @@ import pytest
 from hcu import REPO_ROOT
 from hcu.osworld.attempt.identity import AttemptId
 from hcu.osworld.attempt.result import TaskResult
-from hcu.osworld.errors import ConfigurationError, GuestError, policy_for
+from hcu.osworld.errors import BootTimeout, ConfigurationError, GuestError, policy_for
 from hcu.osworld.guest import lifecycle
 from hcu.osworld.guest.api import GuestAPIError
 from hcu.osworld.guest.lifecycle import GuestSpec, start_guest
@@ -96,6 +96,11 @@ def test_readiness_relabels_only_guest_failures() -> None:
         raise TypeError("a bug")
     with pytest.raises(ConfigurationError), steps.step("image checked"):
         raise ConfigurationError("image x not found")
+    with pytest.raises(BootTimeout), steps.step("sudo works"):
+        raise BootTimeout("phase boot overran its timeout of 900 s")
+    assert [(s.name, s.ok) for s in steps.steps] == [("api answers", False), ("desktop painted", False),
+                                                    ("image checked", False), ("sudo works", False)]
+    assert steps.steps[-1].error == "BootTimeout: phase boot overran its timeout of 900 s", "where a boot stopped"
     assert not policy_for("runner").retry, "a bug in hcu is not retried as infrastructure"
 
 

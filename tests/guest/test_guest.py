@@ -182,7 +182,9 @@ def test_failed_readiness_names_the_step_and_removes_everything(
     assert "hunter2-secret" not in str(failed.value) and "hunter2-secret" not in repr(spec)
     assert labelled("containers", attempt) == [] and labelled("volumes", attempt) == []
     assert port_leases.release_matching(attempt.labels()) == []
-    assert list((tmp_path / "work").glob("*")) == []  # the qemu overlay too
+    console = tmp_path / "work" / f"{container_name(attempt)}.console.log"
+    assert failed.value.console_log == str(console) and "hunter2-secret" not in console.read_text()
+    assert list((tmp_path / "work").glob("*")) == [console]  # the qemu overlay is gone; the guest's log is kept
 
 
 @pytest.mark.docker

@@ -48,6 +48,12 @@ def labelled(run_id: str) -> list[str]:
                 + [v.name for v in client.volumes.list(filters=selector)])
 
 
+def console_tail(record: dict) -> str:
+    """The VM's serial console when its boot failed (meta.json's guest, or a canary report), for the failure."""
+    path = record.get("console_log") or (record.get("guest") or {}).get("console_log")
+    return f"\n--- the VM's console ({path}):\n" + Path(path).read_text()[-4000:] if path else ""
+
+
 def test_run_task_on_the_qemu_guest_scores_one_and_leaves_the_base_untouched(
     qemu_guest_disk: Path, tmp_path: Path
 ) -> None:
@@ -65,7 +71,7 @@ def test_run_task_on_the_qemu_guest_scores_one_and_leaves_the_base_untouched(
              "--timeout-seconds", "900", "--no-progress-seconds", "300", "--offline-assets"],
             capture_output=True, text=True, timeout=1800, cwd=REPO_ROOT)
     log = done.stdout + done.stderr
-    assert done.returncode == 0, log[-3000:]
+    assert done.returncode == 0, log[-3000:] + console_tail(orjson.loads((result_dir / "meta.json").read_bytes()))
     r = read_record(result_dir / "result.json", TaskResult)
     assert (r.status, r.score, r.termination_reason, r.protocol_word) == (
         "completed", 1.0, "completed", "TASK_COMPLETE"), log[-3000:]
@@ -92,7 +98,8 @@ def test_setup_canary_on_the_qemu_guest_passes(qemu_guest_disk: Path, tmp_path: 
          "--result-dir", str(tmp_path / "r"), "--run-evaluator", "--offline-assets"],
         capture_output=True, text=True, timeout=1200, cwd=REPO_ROOT)
     report = orjson.loads((tmp_path / "r" / "report.json").read_bytes())
-    assert done.returncode == 0 and report["status"] == "passed", report.get("error") or done.stderr[-3000:]
+    assert done.returncode == 0 and report["status"] == "passed", (
+        (report.get("error") or done.stderr[-3000:]) + console_tail(report))
     assert (report["guest_kind"], report["guest_image"], report["volume_size_gb"]) == (
         "qemu", str(qemu_guest_disk), 64)
     assert [s["name"] for s in report["readiness"]][-1] == "filesystem grown"

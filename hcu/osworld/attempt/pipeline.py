@@ -142,8 +142,13 @@ class _Attempt:
                 raise ConfigurationError(f"mcp_binary: {o.mcp_binary} does not exist (run `make build-local`)")
         with phase("boot", timeout_sec=timeout, overrun=BootTimeout):
             spec = GuestSpec.for_settings(o)
-            self.guest = start_guest(spec, self.attempt, work_dir=self.result_dir / ".guest",
-                                     boot_timeout_sec=math.inf)  # the phase's own deadline ends the boot
+            try:
+                self.guest = start_guest(spec, self.attempt, work_dir=self.result_dir / ".guest",
+                                         boot_timeout_sec=math.inf)  # the phase's own deadline ends the boot
+            except BaseException as exc:  # where the boot stopped, for meta.json
+                self.meta["guest"] = {"readiness": [s.model_dump(mode="json") for s in getattr(exc, "readiness", [])],
+                                      "console_log": getattr(exc, "console_log", None)}
+                raise
             self._record_guest(spec)
         api = self.guest.api
         with phase("isolate"):

@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 import docker
 import docker.errors
+import requests
 from docker.models.containers import Container
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -42,6 +43,7 @@ log = logging.getLogger(__name__)
 KVM_DEVICE = Path("/dev/kvm")
 STORAGE_MOUNT = "/storage"
 """The official image keeps its data disk here; a labelled named volume instead of an anonymous one."""
+CONSOLE_TAIL_LINES = 300
 
 
 class GuestSpec(BaseModel):
@@ -172,12 +174,29 @@ def start_guest(
         api = GuestAPI(f"http://{host}:{ports.api}", secret=spec.client_password)
         _gate(steps, spec, container, api, deadline)
         return Guest(attempt, spec, name, container.id, host, ports, api, overlay, image, steps.steps)
-    except BaseException:
+    except BaseException as exc:
+        exc.readiness = steps.steps  # type: ignore[attr-defined]
         if created:
+            exc.console_log = _keep_console(client, name, work_dir)  # type: ignore[attr-defined]
             _remove_after_failure(client, name)
         raise
     finally:
         client.close()
+
+
+def _keep_console(client: docker.DockerClient, name: str, work_dir: Path) -> str | None:
+    """The tail of a guest's log (the VM's serial console, the test desktop's entrypoint) before its removal:
+    what a boot that never became ready was doing. Returns the file's path, None when there is no log."""
+    try:
+        with interrupts.held():  # the client's timeout bounds the call
+            tail = client.containers.get(name).logs(tail=CONSOLE_TAIL_LINES)
+        work_dir.mkdir(parents=True, exist_ok=True)
+        path = work_dir / f"{name}.console.log"
+        path.write_bytes(tail)
+        return str(path)
+    except (docker.errors.DockerException, requests.RequestException, OSError) as exc:
+        log.warning("guest %s: its console could not be kept (%s)", name, exc)
+        return None
 
 
 def _check_prerequisites(client: docker.DockerClient, spec: GuestSpec) -> ContainerImage:

@@ -73,6 +73,10 @@ class Readiness:
                 failure = GuestError(f"guest {self.guest_name}: readiness step '{name}' failed: {error}")
                 failure.readiness = self.steps  # type: ignore[attr-defined]
                 raise failure from exc
+        except BaseException as exc:  # a phase deadline or a stop signal: the record shows where the boot was
+            self.steps.append(ReadinessStep(name=name, duration_sec=_since(started), ok=False,
+                                            error=f"{type(exc).__name__}: {exc}"[:300], detail=note.detail))
+            raise
         else:
             self.steps.append(ReadinessStep(name=name, duration_sec=_since(started), ok=True, detail=note.detail))
 
