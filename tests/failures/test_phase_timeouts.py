@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+import orjson
 import pytest
 
 from hcu.demo.stand_in import scripted_stack
@@ -46,6 +47,10 @@ def test_boot_ends_at_timeout_seconds(start_task: StartFn, unanswering_desktop: 
     assert (result.status, result.failure_classification, code) == ("error", "guest", 1), task.log()[-3000:]
     assert "phase boot overran its timeout of 5 s" in result.failure_message
     assert policy_for("guest").retry
+    guest = orjson.loads((task.result_dir / "meta.json").read_bytes())["guest"]
+    stopped = guest["readiness"][-1]
+    assert (stopped["name"], stopped["ok"]) == ("api answers", False), "where the boot stopped is on record"
+    assert stopped["error"].startswith("BootTimeout: phase boot overran") and Path(guest["console_log"]).is_file()
 
 
 @pytest.mark.docker
