@@ -13,7 +13,16 @@ from hcu import REPO_ROOT
 from hcu.osworld.attempt.result import EmptyGetter
 from hcu.osworld.canary import sweep as sweep_module
 from hcu.osworld.canary import sweep_report
-from hcu.osworld.canary.sweep import STATE_NAME, Sweep, SweepError, SweepOptions, SweepState, report_path, select_tasks
+from hcu.osworld.canary.sweep import (
+    STATE_NAME,
+    Sweep,
+    SweepError,
+    SweepOptions,
+    SweepState,
+    final_report,
+    report_path,
+    select_tasks,
+)
 from hcu.osworld.errors import MAX_ATTEMPTS
 from hcu.osworld.osworld_bridge.evaluate import EvalResult
 from hcu.osworld.setup_canary import CanaryReport
@@ -83,8 +92,8 @@ def test_an_interrupted_canary_runs_again_and_a_resume_keeps_the_settings(tmp_pa
     first, second = select_tasks(opts)
     write_record(report_path(opts.out, first), report(first, "passed", score=0.0))
     write_record(report_path(opts.out, second), report(second, "failed", classification="interrupted"))
-    assert sweep_report.final_report(report_path(opts.out, first)) is not None
-    assert sweep_report.final_report(report_path(opts.out, second)) is None
+    assert final_report(report_path(opts.out, first)) is not None
+    assert final_report(report_path(opts.out, second)) is None
     write_record(opts.out / STATE_NAME, SweepState(run_id="sweep-x", settings={"asset_stand_ins": False}))
     with pytest.raises(SweepError, match="a sweep with other settings ran here"):
         Sweep(options(tmp_path, domains=["vlc"], asset_stand_ins=True)).state()
@@ -107,9 +116,9 @@ def test_a_canary_whose_guest_failed_runs_again_at_once_and_on_resume(tmp_path: 
     monkeypatch.setattr(Sweep, "_remove_leftovers", lambda self, run_id: None)
     Sweep(opts).execute([flaky, steady])
     assert sorted(runs) == sorted([flaky.id] * 3 + [steady.id])
-    assert sweep_report.final_report(report_path(opts.out, flaky)).status == "passed"
+    assert final_report(report_path(opts.out, flaky)).status == "passed"
     write_record(report_path(opts.out, steady), report(steady, "failed", classification="guest", error="died"))
-    assert sweep_report.final_report(report_path(opts.out, steady)) is None  # a resume runs it again
+    assert final_report(report_path(opts.out, steady)) is None  # a resume runs it again
     runs.clear()
     monkeypatch.setattr(sweep_module, "run", lambda options, task, process: runs.append(task.id) or report(
         task, "failed", classification="guest", error="guest not ready in 1 s"))

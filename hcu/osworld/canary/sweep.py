@@ -122,13 +122,18 @@ def report_path(out: Path, task: TaskDefinition) -> Path:
     return out / "tasks" / task.domain / task.id / REPORT_NAME
 
 
-def final_report(path: Path) -> CanaryReport | None:
-    """A report that ends its task (None: missing, torn, or a class in RUNS_AGAIN: the task runs again)."""
+def read_report(path: Path) -> CanaryReport | None:
+    """A task's canary report as it stands (None: missing or torn)."""
     try:
-        report = read_record(path, CanaryReport)
+        return read_record(path, CanaryReport)
     except (OSError, ValueError, ValidationError):
         return None
-    return None if report.failure_classification in RUNS_AGAIN else report
+
+
+def final_report(path: Path) -> CanaryReport | None:
+    """A report that ends its task (None: missing, torn, or a class in RUNS_AGAIN: the task runs again)."""
+    report = read_report(path)
+    return None if report is None or report.failure_classification in RUNS_AGAIN else report
 
 
 class Sweep:

@@ -14,7 +14,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from hcu.osworld.canary.sweep import RUNS_AGAIN, SweepState, final_report, report_path
+from hcu.osworld.canary.sweep import SweepState, read_report, report_path
 from hcu.osworld.setup_canary import CanaryReport
 from hcu.osworld.tasks import TaskDefinition
 from hcu.record_io import write_atomic, write_json
@@ -63,8 +63,8 @@ def _domain(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def build(out: Path, tasks: list[TaskDefinition], state: SweepState) -> dict[str, Any]:
-    rows = [_row(task, final_report(report_path(out, task)) or _runs_again(report_path(out, task)))
-            for task in tasks]
+    # an interrupted canary, or one whose guest failed, shows as a failure until the task runs again
+    rows = [_row(task, read_report(report_path(out, task))) for task in tasks]
     domains = sorted({r["domain"] for r in rows})
     return {
         "run_id": state.run_id, "settings": state.settings,
@@ -75,17 +75,6 @@ def build(out: Path, tasks: list[TaskDefinition], state: SweepState) -> dict[str
         "domains": {d: _domain([r for r in rows if r["domain"] == d]) for d in domains},
         "tasks": rows,
     }
-
-
-def _runs_again(path: Path) -> CanaryReport | None:
-    """An interrupted canary, or one whose guest failed, still shows as a failure until the task runs again."""
-    from hcu.record_io import read_record
-
-    try:
-        report = read_record(path, CanaryReport)
-    except (OSError, ValueError):
-        return None
-    return report if report.failure_classification in RUNS_AGAIN else None
 
 
 def _minutes(seconds: float) -> str:
