@@ -25,9 +25,9 @@ from pathlib import Path
 import orjson
 
 from hcu import REPO_ROOT
+from hcu.defaults import GUEST
 from hcu.osworld.attempt.identity import AttemptId
 from hcu.osworld.canary.sweep import DEFAULT_PARALLEL
-from hcu.osworld.defaults import GUEST
 from hcu.osworld.guest.lifecycle import GuestSpec, remove_guest, start_guest
 from hcu.osworld.guest.removal import cleanup
 

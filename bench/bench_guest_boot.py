@@ -19,8 +19,8 @@ from pathlib import Path
 
 import requests
 
+from hcu.defaults import GUEST
 from hcu.osworld.attempt.identity import AttemptId
-from hcu.osworld.defaults import GUEST
 from hcu.osworld.guest.bridge import bridge_address
 from hcu.osworld.guest.docker_engine import docker_client
 from hcu.osworld.guest.lifecycle import GuestSpec, remove_guest, start_guest

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import uuid
 
-from hcu.osworld.defaults import GUEST
+from hcu.defaults import GUEST
 
 SESSION = uuid.uuid4().hex[:8]
 TEST_DESKTOP_IMAGE = os.environ.get("HCU_TEST_DESKTOP_IMAGE", GUEST.test_desktop_image)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import requests
 
-from hcu.osworld.defaults import AGENTS
+from hcu.defaults import AGENTS
 from hcu.osworld.guest.bridge import bridge_address
 
 STAND_IN_TOKEN = "scripted-upstream-token"

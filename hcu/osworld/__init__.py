@@ -2,9 +2,9 @@
 
 - `run_task`, `run_queue`, `setup_canary`, `canary_sweep`, `summarize`, `cleanup`, `evaluator_check`: the
   `python -m hcu.osworld.<command>` shells.
-- `defaults.py` (every default, by agent, benchmark version and guest), `settings.py` (the fields that are both
-  run_task's flags and a run config's keys), `tasks.py` (task definitions), `errors.py` (the one error-policy
-  table: what is retried, scored or withheld).
+- `settings.py` (the fields that are both run_task's flags and a run config's keys; every default is in
+  `hcu/defaults.py`), `tasks.py` (task definitions), `errors.py` (the one error-policy table: what is retried,
+  scored or withheld).
 - `guest/`: where a guest is started, gated on readiness and removed (Docker, in-guest API, ports, overlays).
 - `attempt/`: the phases of one attempt (isolate, upload, setup, probe, agent, evaluate) and its records.
 - `agents/`: one adapter per agent CLI.

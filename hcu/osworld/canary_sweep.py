@@ -16,9 +16,9 @@ import signal
 import sys
 from typing import Any
 
+from hcu.flags import OneLineParser, add_flags, parse_flags
 from hcu.osworld.canary import sweep_report
 from hcu.osworld.canary.sweep import Sweep, SweepError, SweepOptions, select_tasks
-from hcu.osworld.settings import OneLineParser, add_flags, parse_flags
 from hcu.osworld.setup_canary import check_paths, guest_defaults
 
 

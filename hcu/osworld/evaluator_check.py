@@ -16,9 +16,9 @@ from typing import Any
 
 import orjson
 
+from hcu.flags import OneLineParser
 from hcu.osworld.osworld_bridge.evaluate import evaluator_names
 from hcu.osworld.osworld_bridge.process import OSWorldCodeError, check_names
-from hcu.osworld.settings import OneLineParser
 from hcu.osworld.tasks import TaskError, default_v1_tasks_dir
 
 

@@ -3,23 +3,21 @@ config's keys are all derived from them, so a default, a constraint or a help te
 
 A field `max_model_calls` is the config key `max_model_calls` and the flag `--max-model-calls`; its attribute
 docstring is the flag's help. `resolved()` fills every default that depends on other settings (the agent's
-model, the benchmark version's password, the guide for the channels) from `hcu.osworld.defaults`.
+model, the benchmark version's password, the guide for the channels) from `hcu.defaults`.
 """
 
 from __future__ import annotations
 
-import argparse
-import types
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal, NoReturn, TypeVar, Union, get_args, get_origin
+from typing import Any, Literal, TypeVar
 
-import orjson
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import Field, model_validator
 
 from hcu import REPO_ROOT
 from hcu.computer_use.channels import DEFAULT_CHANNELS
-from hcu.osworld.defaults import AGENTS, BENCHMARKS, GUEST, AgentName, BenchmarkVersion
+from hcu.defaults import AGENTS, BENCHMARKS, GUEST, AgentName, BenchmarkVersion
+from hcu.flags import Settings
 
 Channel = Literal["gui", "a11y", "keyboard"]
 SAFE_NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
@@ -27,10 +25,6 @@ SAFE_NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 SIZE = r"^[1-9]\d*[MGT]$"
 """A memory size with its unit, as QEMU's RAM_SIZE takes it (4G, 8192M); never zero."""
 INSTRUCTIONS = REPO_ROOT / "instructions"
-
-
-class Settings(BaseModel):
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
 
 class TaskSettings(Settings):
@@ -89,7 +83,7 @@ class OSWorldSettings(Settings):
 class AgentSettings(Settings):
     agent: AgentName
     model: str | None = None
-    """Default: the agent's (hcu.osworld.defaults.AGENTS)."""
+    """Default: the agent's (hcu.defaults.AGENTS)."""
     effort: str | None = None
     """Default: the agent's."""
     channels: list[Channel] = Field(default=list(DEFAULT_CHANNELS), min_length=1)
@@ -189,102 +183,8 @@ class AttemptSettings(GatewaySettings, LimitSettings, AgentSettings, OSWorldSett
 
 
 S = TypeVar("S", bound=AttemptSettings)
-M = TypeVar("M", bound=BaseModel)
 
 
 def absolute(base: Path, value: Path | str) -> Path:
     path = Path(value).expanduser()
     return (path if path.is_absolute() else base / path).resolve()
-
-
-# Flags --------------------------------------------------------------------------------------------------------
-
-def flag_name(field: str) -> str:
-    return "--" + field.replace("_", "-")
-
-
-def _members(annotation: Any) -> tuple[Any, ...]:
-    if get_origin(annotation) in (Union, types.UnionType):
-        return get_args(annotation)
-    return (annotation,)
-
-
-def _kind(annotation: Any) -> str:
-    members = _members(annotation)
-    if annotation is bool:
-        return "switch"
-    if any(get_origin(m) is list for m in members):
-        return "list"
-    if any(get_origin(m) is Literal and True in get_args(m) for m in members):
-        return "optional_value"  # `--test-desktop` alone, or `--test-desktop IMAGE`
-    return "value"
-
-
-def add_flags(parser: argparse.ArgumentParser, model: type[BaseModel]) -> None:
-    """One flag per field of `model`; unset flags stay out of the parsed values, so field defaults apply."""
-    for name, field in model.model_fields.items():
-        kind, help_text = _kind(field.annotation), " ".join((field.description or "").split()) or None
-        required = field.is_required() and kind != "switch"
-        if kind == "switch":
-            parser.add_argument(flag_name(name), action="store_true", default=None, help=help_text)
-        elif kind == "optional_value":
-            parser.add_argument(flag_name(name), nargs="?", const=True, default=None, metavar="VALUE",
-                                help=help_text)
-        elif kind == "list":
-            parser.add_argument(flag_name(name), default=None, metavar="A,B", help=help_text,
-                                type=lambda text: [part.strip() for part in text.split(",") if part.strip()])
-        else:
-            parser.add_argument(flag_name(name), default=None, required=required, help=help_text)
-
-
-def to_flags(settings: BaseModel, model: type[BaseModel]) -> list[str]:
-    """The command line that `parse_flags(model, ...)` turns back into `settings`' values for `model`'s fields."""
-    argv: list[str] = []
-    for name, field in model.model_fields.items():
-        value = getattr(settings, name)
-        if value is None or value is False:
-            continue
-        if value is True:
-            argv.append(flag_name(name))
-        elif _kind(field.annotation) == "list":
-            argv += [flag_name(name), ",".join(str(item) for item in value)]
-        else:
-            argv += [flag_name(name), str(value)]
-    return argv
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """Bad flags end in one line and exit 2, without the usage dump."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message}\n")
-
-
-def parse_flags(model: type[M], argv: Sequence[str] | None, parser: argparse.ArgumentParser) -> M:
-    """Parse `argv` with `parser` (its flags from `add_flags(parser, model)`) into a validated `model`."""
-    values = {key: value for key, value in vars(parser.parse_args(argv)).items() if value is not None}
-    try:
-        return model.model_validate(values)
-    except ValidationError as exc:
-        parser.error(describe_error(exc, flag_name))
-
-
-def describe_error(error: ValidationError, name: Callable[[str], str] = str) -> str:
-    """The first validation error as one line: which key (or flag, through `name`) and what was expected."""
-    first = error.errors()[0]
-    loc = first["loc"]
-    where = name(str(loc[0])) + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc[1:]) if loc else ""
-    more = f" (and {error.error_count() - 1} more)" if error.error_count() > 1 else ""
-    kind = first["type"]
-    if kind == "extra_forbidden":
-        return f"{where}: unknown key (expected a key of configs/schema/run-config.schema.json){more}"
-    if kind == "missing":
-        return f"{where}: missing (required){more}"
-    if kind == "model_type":
-        return f"{where or 'config'}: expected a JSON object{more}"
-    message = first["msg"].removeprefix("Value error, ")
-    key, _, rest = message.partition(": ")
-    if not loc and rest and key.isidentifier():  # a model-level check names its key at the start
-        message = f"{name(key)}: {rest}"
-    got = "" if not loc else f" (got {orjson.dumps(first['input'], default=str).decode()[:60]})"
-    return f"{where + ': ' if where else ''}{message}{got}{more}"

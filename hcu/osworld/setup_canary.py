@@ -21,9 +21,10 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from hcu.defaults import BENCHMARKS, GUEST
+from hcu.flags import OneLineParser, add_flags, parse_flags
 from hcu.osworld.attempt.app_check import APP_START_SEC, AppCheck
 from hcu.osworld.attempt.identity import AttemptId
-from hcu.osworld.defaults import BENCHMARKS, GUEST
 from hcu.osworld.errors import EvaluatorError, PhaseError
 from hcu.osworld.guest.readiness import ReadinessStep
 from hcu.osworld.osworld_bridge import stand_ins
@@ -37,16 +38,7 @@ from hcu.osworld.osworld_bridge.setup import (
     run_setup,
     task_cache_dir,
 )
-from hcu.osworld.settings import (
-    SAFE_NAME,
-    AssetSettings,
-    GuestSettings,
-    OneLineParser,
-    OSWorldSettings,
-    TaskSettings,
-    add_flags,
-    parse_flags,
-)
+from hcu.osworld.settings import SAFE_NAME, AssetSettings, GuestSettings, OSWorldSettings, TaskSettings
 from hcu.osworld.tasks import TaskDefinition, TaskError, load_task
 from hcu.record_io import Record, write_record
 

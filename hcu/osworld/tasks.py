@@ -14,7 +14,7 @@ from typing import Any, Literal
 import orjson
 from pydantic import BaseModel, ConfigDict
 
-from hcu.osworld.defaults import BenchmarkVersion
+from hcu.defaults import BenchmarkVersion
 from hcu.osworld.errors import PhaseError
 
 TASKS_DIR_ENV = "HCU_OSWORLD_TASKS_DIR"

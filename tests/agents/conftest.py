@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from hcu import REPO_ROOT
+from hcu.defaults import AGENTS
 from hcu.osworld.agents.base import AgentContext
-from hcu.osworld.defaults import AGENTS
 
 FIXTURES = Path(__file__).parent / "fixtures"
 ARTIFACTS = REPO_ROOT / "artifacts"

@@ -13,9 +13,9 @@ from pathlib import Path, PurePosixPath
 
 import docker
 
+from hcu.defaults import GUEST
 from hcu.osworld.agents.base import AgentContext, AgentPlan
 from hcu.osworld.attempt.identity import AttemptId
-from hcu.osworld.defaults import GUEST
 from tests.session import unique_run_id
 
 IMAGE = GUEST.test_desktop_image

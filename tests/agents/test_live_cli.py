@@ -12,11 +12,11 @@ import uuid
 import pytest
 
 from hcu import REPO_ROOT
+from hcu.defaults import AGENTS
 from hcu.demo.stand_in import STAND_IN_TOKEN, scripted_stack
 from hcu.gateway.scope_secret import load_or_create_key, scope_secret
 from hcu.osworld.agents import get_adapter
 from hcu.osworld.agents.base import RESUME_PROMPT, AgentContext
-from hcu.osworld.defaults import AGENTS
 from tests.agents.conftest import ARTIFACTS, require_artifact
 from tests.agents.live import desktop_container, prepare
 

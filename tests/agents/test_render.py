@@ -11,9 +11,9 @@ import tomllib
 from pydantic import ValidationError
 
 from hcu.computer_use.channels import tools_for
+from hcu.defaults import AGENTS
 from hcu.osworld.agents import AGENT_NAMES, get_adapter
 from hcu.osworld.agents.base import PLACEHOLDER_TOKEN, AgentPlan
-from hcu.osworld.defaults import AGENTS
 from hcu.osworld.errors import ConfigurationError
 from tests.agents.conftest import make_context, require_artifact
 

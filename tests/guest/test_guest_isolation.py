@@ -7,8 +7,8 @@ from pathlib import Path
 import docker
 import pytest
 
+from hcu.defaults import GUEST
 from hcu.osworld.attempt.identity import AttemptId
-from hcu.osworld.defaults import GUEST
 from hcu.osworld.guest.lifecycle import GuestSpec, remove_guest, start_guest
 from tests.session import unique_run_id
 

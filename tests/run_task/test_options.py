@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from hcu.defaults import AGENTS, BENCHMARKS, GUEST
 from hcu.osworld.attempt.options import parse_options, parser
-from hcu.osworld.defaults import AGENTS, BENCHMARKS, GUEST
 from hcu.osworld.queue.config import RunConfig
 from hcu.osworld.settings import AttemptSettings
 

@@ -9,8 +9,8 @@ from typing import Protocol
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from hcu.computer_use.channels import parse_channels, tools_for
+from hcu.defaults import AgentDefaults
 from hcu.osworld.attempt.result import ProtocolWord
-from hcu.osworld.defaults import AgentDefaults
 from hcu.osworld.errors import ConfigurationError
 
 PROTOCOL_WORDS: tuple[ProtocolWord, ...] = ("TASK_COMPLETE", "TASK_INFEASIBLE", "ASK_USER")
@@ -144,7 +144,7 @@ class TurnOutcome(BaseModel):
 class AgentAdapter(Protocol):
     name: str
     defaults: AgentDefaults
-    """Model, effort, gateway port, provider and artifacts (the registry in hcu.osworld.defaults)."""
+    """Model, effort, gateway port, provider and artifacts (the registry in hcu.defaults)."""
     inherited_paths: list[str]
 
     def plan(self, ctx: AgentContext, artifact_dir: Path, binary: Path | None = None) -> AgentPlan:

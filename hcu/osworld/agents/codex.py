@@ -12,6 +12,7 @@ from pathlib import Path
 import orjson
 import tomli_w
 
+from hcu.defaults import AGENTS
 from hcu.osworld.agents.base import (
     INHERITED_PATHS,
     MCP_SERVER_NAME,
@@ -24,7 +25,6 @@ from hcu.osworld.agents.base import (
     require_artifacts,
 )
 from hcu.osworld.agents.events import EventLog
-from hcu.osworld.defaults import AGENTS
 
 TOKEN_ENV = "HCU_GATEWAY_TOKEN"
 CATALOG_TEMPLATE_MODEL = "gpt-5.5"

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import orjson
 
+from hcu.defaults import AGENTS
 from hcu.osworld.agents.base import (
     INHERITED_PATHS,
     MCP_SERVER_NAME,
@@ -19,7 +20,6 @@ from hcu.osworld.agents.base import (
     require_artifacts,
 )
 from hcu.osworld.agents.events import EventLog
-from hcu.osworld.defaults import AGENTS
 
 
 class GeminiCliAdapter:

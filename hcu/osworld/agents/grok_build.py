@@ -8,6 +8,7 @@ from pathlib import Path
 
 import tomli_w
 
+from hcu.defaults import AGENTS
 from hcu.osworld.agents.base import (
     INHERITED_PATHS,
     MCP_SERVER_NAME,
@@ -20,7 +21,6 @@ from hcu.osworld.agents.base import (
     require_artifacts,
 )
 from hcu.osworld.agents.events import EventLog
-from hcu.osworld.defaults import AGENTS
 
 TOKEN_ENV = "HCU_GATEWAY_TOKEN"
 MODEL_KEY = "hcu"

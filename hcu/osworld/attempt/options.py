@@ -12,7 +12,8 @@ from pathlib import Path
 from pydantic import Field
 
 from hcu import REPO_ROOT
-from hcu.osworld.settings import SAFE_NAME, AttemptSettings, OneLineParser, add_flags, parse_flags
+from hcu.flags import OneLineParser, add_flags, parse_flags
+from hcu.osworld.settings import SAFE_NAME, AttemptSettings
 
 
 class RunTaskOptions(AttemptSettings):

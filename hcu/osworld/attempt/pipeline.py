@@ -20,6 +20,7 @@ from pathlib import Path
 import orjson
 
 from hcu.computer_use.channels import parse_channels
+from hcu.defaults import GUEST
 from hcu.osworld.agents import get_adapter
 from hcu.osworld.agents.base import AgentContext, AgentPlan
 from hcu.osworld.attempt.agent_phase import AgentLimits, AgentOutcome, run_agent
@@ -35,7 +36,6 @@ from hcu.osworld.attempt.probe import check_executables, check_gateway_from_gues
 from hcu.osworld.attempt.result import TaskResult
 from hcu.osworld.attempt.scope_credential import check_scope_key, gateway_credential
 from hcu.osworld.attempt.usage import usage_for_scope
-from hcu.osworld.defaults import GUEST
 from hcu.osworld.errors import (
     BootTimeout,
     ConfigurationError,

@@ -24,7 +24,7 @@ import orjson
 from filelock import FileLock, Timeout
 from pydantic import BaseModel, Field, ValidationError
 
-from hcu.osworld.defaults import GUEST
+from hcu.defaults import GUEST
 from hcu.osworld.errors import MAX_ATTEMPTS, PhaseError
 from hcu.osworld.osworld_bridge.process import OSWorldProcess, resolve_python
 from hcu.osworld.settings import SAFE_NAME, AssetSettings, GuestSettings, OSWorldSettings

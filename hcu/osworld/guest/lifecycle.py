@@ -23,9 +23,9 @@ import requests
 from docker.models.containers import Container
 from pydantic import BaseModel, ConfigDict, Field
 
+from hcu.defaults import BENCHMARKS, GUEST
 from hcu.osworld.attempt import interrupts
 from hcu.osworld.attempt.identity import AttemptId
-from hcu.osworld.defaults import BENCHMARKS, GUEST
 from hcu.osworld.errors import ConfigurationError
 from hcu.osworld.guest import container_image, readiness
 from hcu.osworld.guest import overlay as overlays

@@ -19,8 +19,9 @@ import orjson
 from pydantic import BeforeValidator, Field, ValidationError, field_validator, model_validator
 
 from hcu import REPO_ROOT
+from hcu.flags import Settings, describe_error
 from hcu.osworld.osworld_bridge.assets import holds_stand_ins
-from hcu.osworld.settings import SAFE_NAME, SIZE, AttemptSettings, Settings, absolute, describe_error
+from hcu.osworld.settings import SAFE_NAME, SIZE, AttemptSettings, absolute
 
 TUNABLE_KEYS = frozenset({"max_active_tasks", "launch_stagger_seconds", "expected_durations_from"})
 """Keys a resumed run may change; any other difference means a different run."""

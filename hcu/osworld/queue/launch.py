@@ -9,8 +9,9 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from hcu import REPO_ROOT
+from hcu.flags import to_flags
 from hcu.osworld.queue.config import RunConfig, TaskSpec
-from hcu.osworld.settings import AttemptSettings, to_flags
+from hcu.osworld.settings import AttemptSettings
 
 RUN_TASK = (sys.executable, "-m", "hcu.osworld.run_task")
 """The real single-task runner; tests inject a stand-in with the same command-line contract."""

@@ -20,8 +20,8 @@ from filelock import FileLock
 from pydantic import BaseModel
 
 from hcu import REPO_ROOT
+from hcu.defaults import AGENTS
 from hcu.osworld.attempt.lease import current_host
-from hcu.osworld.defaults import AGENTS
 from hcu.osworld.errors import RETRY_POLICY
 from hcu.osworld.guest.container_image import resolve
 from hcu.osworld.guest.docker_engine import docker_client

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import requests
 
-from hcu.osworld.defaults import AGENTS
+from hcu.defaults import AGENTS
 from hcu.osworld.queue.config import RunConfig
 from hcu.osworld.queue.keeper import die_with_parent
 

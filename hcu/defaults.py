@@ -1,7 +1,7 @@
-"""Every default hcu runs with that is not a plain field default: per agent, per benchmark version, for guests.
+"""Every default hcu runs with: per agent, per benchmark version, for guests and for the gateways.
 
-Three registries, read by the flags, the run config, the agent adapters, the guest and the manifest alike, so a
-default is written here once (OSWORLD.md "Isolation and instructions" and "Install" give the values).
+Registries read by the flags, the run config, the agent adapters, the guest, the gateways and the manifest alike,
+so a default is written here once.
 """
 
 from __future__ import annotations
@@ -71,3 +71,20 @@ class GuestDefaults(BaseModel):
 
 
 GUEST = GuestDefaults()
+
+
+class GatewayDefaults(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    rate_limit_max_wait_sec: float = 300.0
+    """Most seconds of rate-limit waits per client request before the 429 goes to the client."""
+    upstream_idle_timeout_sec: float = 300.0
+    """Longest silence from the upstream, before its headers or between stream chunks."""
+    upstream_connect_timeout_sec: float = 10.0
+    header_timeout_sec: float = 15.0
+    """Longest a client connection may sit idle or take to send a complete request header."""
+    max_connections_per_peer: int = 64
+    """Open client connections allowed per peer address; more are closed at once."""
+
+
+GATEWAY = GatewayDefaults()
