@@ -18,7 +18,7 @@ from pathlib import Path
 
 import requests
 
-from hcu.defaults import AGENTS
+from hcu.defaults import AGENTS, GATEWAY
 from hcu.osworld.guest.bridge import bridge_address
 
 STAND_IN_TOKEN = "scripted-upstream-token"
@@ -45,7 +45,7 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 @contextmanager
 def scripted_stack(agent: str, policies: Path, *, token_log: Path, max_model_calls: int, log_dir: Path,
-                   gateway_port: int | None = None, rate_limit_max_wait: float = 300.0,
+                   gateway_port: int | None = None, rate_limit_max_wait: float = GATEWAY.rate_limit_max_wait_sec,
                    scope_key_file: Path | None = None) -> Iterator[StandIn]:
     """Start the policy upstream and the agent's gateway (with per-task secrets under `scope_key_file`);
     stop both on exit."""

@@ -19,6 +19,7 @@ import orjson
 from pydantic import BeforeValidator, Field, ValidationError, field_validator, model_validator
 
 from hcu import REPO_ROOT
+from hcu.defaults import GATEWAY
 from hcu.flags import Settings, describe_error
 from hcu.osworld.osworld_bridge.assets import holds_stand_ins
 from hcu.osworld.settings import SAFE_NAME, SIZE, AttemptSettings, absolute
@@ -73,7 +74,8 @@ class NodeGateway(Settings):
     """The environment variable on each node whose value the node's gateway gets as its own credential variable
     (OSW_OPENAI_UPSTREAM_TOKEN, OSW_ANTHROPIC_UPSTREAM_TOKEN or OSW_GEMINI_UPSTREAM_TOKEN); unset: the gateway
     reads its own variable (or, for Azure, its Entra ID credential) from the node's environment."""
-    rate_limit_max_wait: float = Field(default=300.0, ge=0)
+    rate_limit_max_wait: float = Field(default=GATEWAY.rate_limit_max_wait_sec, ge=0)
+    """The node gateways' --rate-limit-max-wait."""
 
     def refused_flag(self) -> str | None:
         """A flag hcu sets itself on each node, if upstream_args has one (checked after validation, so the
