@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from hcu.demo.stand_in import scripted_stack
-from hcu.osworld.attempt.phases import PhaseLog
+from hcu.osworld.attempt.runner import PhaseLog
 from hcu.osworld.errors import (
     BootTimeout,
     EvaluationTimeout,
