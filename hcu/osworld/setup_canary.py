@@ -3,7 +3,8 @@ report.json, remove the guest (canary/attempt.py: the attempt runner without an 
 cache, so a later `--offline-assets` run needs no network. With --run-evaluator the report holds the official
 evaluator's score of the untouched state; with --probe, the MCP probe's checks on the set-up desktop.
 
-Exit status: 0 passed, 1 failed (report.json says why), 2 bad flags or a configuration error (one line).
+Exit status: 0 passed, 1 failed (report.json says why), 2 bad flags or a task or setting that does not load
+(one line).
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from typing import Any
 from hcu.flags import OneLineParser, add_flags, parse_flags
 from hcu.osworld.attempt.interrupts import StopSignals
 from hcu.osworld.canary.attempt import REPORT_NAME, CanaryOptions, run
-from hcu.osworld.errors import policy_for
 from hcu.osworld.osworld_bridge.assets import AssetError
 
 
@@ -55,9 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     if report.error:
         line += f" ({report.error})"
     print(line, file=sys.stderr if report.status == "failed" else sys.stdout)
-    if report.status == "passed":
-        return 0
-    return policy_for(report.failure_classification).exit_status or 1
+    return 0 if report.status == "passed" else 2 if report.bad_input else 1
 
 
 if __name__ == "__main__":

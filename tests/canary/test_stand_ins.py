@@ -16,6 +16,7 @@ from hcu.osworld.osworld_bridge.assets import STAND_IN_MARKER, AssetCache, Asset
 from hcu.osworld.osworld_bridge.process import child_env
 from hcu.osworld.queue.config import ConfigError, parse_config
 from hcu.osworld.stand_ins.plan import archive_members, expected_files, task_files
+from hcu.osworld.stand_ins.source import StandInAssets
 from hcu.osworld.summary.run_summary import SummaryError, summarize
 from hcu.osworld.tasks import load_task
 from tests.official_tasks import OFFICIAL_TASKS
@@ -40,7 +41,7 @@ def test_every_file_a_task_fetches_is_named_with_where_it_lands() -> None:
 
 
 def test_stand_ins_live_in_a_marked_cache_of_their_own(tmp_path: Path) -> None:
-    cache = AssetCache.configured(tmp_path / "stand-ins", offline=False, stand_ins=True)
+    cache = StandInAssets.at(tmp_path / "stand-ins", None)
     assert (cache.stand_ins, cache.offline) == (True, True) and holds_stand_ins(cache.root)
     assert "never" in (cache.root / STAND_IN_MARKER).read_text().lower()
     # whatever runs on a marked cache is marked, flag or not
@@ -49,7 +50,7 @@ def test_stand_ins_live_in_a_marked_cache_of_their_own(tmp_path: Path) -> None:
     cache_path(real, f"{HF}/os/t/photo.jpg").parent.mkdir(parents=True)
     cache_path(real, f"{HF}/os/t/photo.jpg").write_bytes(b"a real photo")
     with pytest.raises(AssetError, match="holds real task files; give stand-ins a folder of their own"):
-        AssetCache.configured(real, offline=True, stand_ins=True)
+        StandInAssets.at(real, None)
     assert not holds_stand_ins(real)
 
 
@@ -61,8 +62,7 @@ def test_no_stand_in_is_written_into_a_real_cache(tmp_path: Path) -> None:
 
 def test_a_stand_in_source_makes_what_the_task_fetches_once(tmp_path: Path, evaluator_python: Path) -> None:
     task = load_task("v1", "4e6fcf72-daf3-439f-a232-c434ce416af6", "libreoffice_calc", OFFICIAL_TASKS)
-    source = AssetCache.configured(tmp_path / "stand-ins", offline=False, stand_ins=True,
-                                   osworld_python=evaluator_python)
+    source = StandInAssets.at(tmp_path / "stand-ins", evaluator_python)
     source.prepare(task)
     made = [cache_path(source.root, url) for url in task_files(task)]
     assert all(path.is_file() for path in made) and len(made) == 2
@@ -85,7 +85,7 @@ def test_a_run_config_with_stand_ins_is_refused(tmp_path: Path) -> None:
             "gateway": "http://127.0.0.1:9", "results_dir": str(tmp_path), "tasks": ["t1"]}
     with pytest.raises(ConfigError, match="asset_stand_ins: a run config makes a scored run"):
         parse_config({**body, "asset_stand_ins": True}, tmp_path / "r.json")
-    marked = AssetCache.configured(tmp_path / "generated", offline=True, stand_ins=True).root
+    marked = StandInAssets.at(tmp_path / "generated", None).root
     with pytest.raises(ConfigError, match="stand-ins .generated task files"):
         parse_config({**body, "asset_cache": str(marked)}, tmp_path / "r.json")
 

@@ -22,6 +22,7 @@ from hcu.osworld.osworld_bridge.assets import AssetCache
 from hcu.osworld.osworld_bridge.evaluate import EvalResult, ensure_evaluator_loads, evaluate
 from hcu.osworld.osworld_bridge.process import OSWorldProcess, resolve_python
 from hcu.osworld.osworld_bridge.setup import SetupStepError, open_on_guest, run_setup, task_cache_dir
+from hcu.osworld.osworld_bridge.sources import asset_source
 from hcu.osworld.settings import AssetSettings, GuestSettings, OSWorldSettings, SetupSettings, TaskSettings
 from hcu.osworld.tasks import TaskDefinition, load_task
 from hcu.record_io import write_atomic
@@ -72,8 +73,7 @@ def load(state: AttemptState) -> None:
     s = state.settings
     state.task = load_task(s.benchmark_version, s.task_id, s.task_domain, s.tasks_dir, s.osworld_python)
     state.meta.task_sha256 = state.task.sha256
-    state.assets = AssetCache.configured(s.asset_cache, offline=s.offline_assets, mirror=s.asset_mirror,
-                                         stand_ins=s.asset_stand_ins, osworld_python=s.osworld_python)
+    state.assets = asset_source(s)
     python = resolve_python(s.osworld_python)
     state.meta.osworld = OSWorldRecord(python=str(python))
     if state.osworld is None:

@@ -28,6 +28,7 @@ from hcu.osworld.attempt.identity import AttemptId
 from hcu.osworld.attempt.interrupts import StopSignals
 from hcu.osworld.attempt.mcp_probe import ProbeReport
 from hcu.osworld.attempt.probe import check_mcp
+from hcu.osworld.attempt.result import PhaseTiming
 from hcu.osworld.attempt.runner import Phase, PhaseLog, run_phases
 from hcu.osworld.errors import (
     BootTimeout,
@@ -90,7 +91,14 @@ class CanaryReport(Record):
     """Present once the evaluator returned a score ("evaluated"), even when the canary failed on a getter."""
     failure_classification: str | None = None
     error: str | None = None
+    phases: list[PhaseTiming] = []
+    """Each phase of the canary, timed, the failed one last."""
     duration_sec: float = 0.0
+
+    @property
+    def bad_input(self) -> bool:
+        """The canary failed before any guest started: its task, settings or files do not load."""
+        return any(p.name == "load" and p.status == "failed" for p in self.phases)
 
 
 def _timeout(state: AttemptState) -> float:
@@ -151,14 +159,14 @@ def run(opts: CanaryOptions, *, stops: StopSignals | None = None,
     report: list[CanaryReport] = []
 
     def record(state: AttemptState, failure: Failure | None) -> None:
-        report.append(_report(state, failure, sum(p.duration_sec for p in phases.phases)))
+        report.append(_report(state, failure, phases.phases))
         write_record(opts.result_dir / REPORT_NAME, report[0])
 
     run_phases(state, PHASES, CLOSING, log_=phases, stops=stops or StopSignals(), record=record)
     return report[0]
 
 
-def _report(state: AttemptState, failure: Failure | None, duration_sec: float) -> CanaryReport:
+def _report(state: AttemptState, failure: Failure | None, phases: list[PhaseTiming]) -> CanaryReport:
     s, meta, task = state.settings, state.meta, state.task
     spec = (meta.guest.spec if meta.guest else None) or {}
     return CanaryReport(
@@ -173,4 +181,5 @@ def _report(state: AttemptState, failure: Failure | None, duration_sec: float) -
         console_log=meta.guest.console_log if meta.guest else None,
         setup_steps=meta.setup_steps, mcp_probe=meta.mcp_probe, evaluator=state.evaluation,
         failure_classification=failure.classification if failure else None,
-        error=failure.message if failure else None, duration_sec=round(duration_sec, 3))
+        error=failure.message if failure else None, phases=phases,
+        duration_sec=round(sum(p.duration_sec for p in phases), 3))

@@ -90,14 +90,9 @@ class AssetCache(BaseModel):
     """The cache holds generated stand-ins, not the tasks' real files: whatever runs on it is marked."""
 
     @classmethod
-    def configured(cls, root: Path | None, *, offline: bool, mirror: str | None = None, stand_ins: bool = False,
-                   osworld_python: Path | None = None) -> AssetCache:
-        """The source a run configures; `mirror` defaults to `$HCU_ASSET_MIRROR`. With `stand_ins`, the stand-in
-        source (marked, offline, default assets-stand-ins/), whose files the OSWorld interpreter makes."""
-        if stand_ins:
-            from hcu.osworld.stand_ins.source import StandInAssets
-
-            return StandInAssets.at(root, osworld_python)
+    def configured(cls, root: Path | None, *, offline: bool, mirror: str | None = None) -> AssetCache:
+        """The cache a run configures; `mirror` defaults to `$HCU_ASSET_MIRROR`; a marked folder is a stand-in
+        cache, and whatever runs on it is marked."""
         root = root if root is not None else DEFAULT_ASSET_CACHE
         return cls(
             root=root,

@@ -23,6 +23,7 @@ from typing import Any, Protocol
 import orjson
 from pydantic import BaseModel
 
+from hcu.defaults import SETUP
 from hcu.osworld.errors import ConfigurationError, PhaseError
 from hcu.osworld.osworld_bridge.assets import AssetCache, AssetError
 from hcu.osworld.osworld_bridge.process import OSWorldCodeError, OSWorldProcess
@@ -253,7 +254,7 @@ def run_setup(
     password: str,
     cache_dir: Path,
     assets: AssetCache,
-    step_deadline_sec: float,
+    step_deadline_sec: float = SETUP.step_timeout_sec,
     window_deadline_sec: float | None = None,
     check: StepCheck | None = None,
 ) -> list[SetupStepRecord]:
