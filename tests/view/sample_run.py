@@ -179,7 +179,7 @@ def write_attempt(run_id: str, run_dir: Path, attempt: Attempt, number: int, fol
         write_json(folder / "progress.json", {"phase": "agent", "since": started})
         return
     result = result_for(run_id, attempt, number, domain, started)
-    _write_result(folder, result, attempt.repeat, round(0.01 * attempt.steps, 4) if number % 3 else None)
+    _write_result(folder, result, attempt.repeat, None if attempt.steps % 4 == 0 else round(0.01 * attempt.steps, 4))
     write_json(folder / "meta.json", _meta(result, salt))
     write_record(folder / "trajectory.json", trajectory(attempt, folder, salt, shared_jpeg))
     events = [{"turn": 1, "kind": "message", "text": "working"},

@@ -23,7 +23,7 @@ PATTERNS = (
     r"\bxai-[A-Za-z0-9_\-]{20,}",
     r"\bgh[pousr]_[A-Za-z0-9]{20,}",
     r"\bAKIA[0-9A-Z]{16}\b",
-    r"\beyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}",  # a JWT (Entra ID tokens)
+    r"\beyJ[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]{4,}",  # a JWT (Entra ID tokens)
 )
 BEARER = re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=\-]{8,}")
 KEY_VALUE = re.compile(

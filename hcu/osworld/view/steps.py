@@ -59,8 +59,8 @@ def screenshot(detail: AttemptDetail, result: ObservationResult, links: Links, s
                 f'title="pointer at ({pointer.x:g}, {pointer.y:g}) of {pointer.screen_width}×'
                 f'{pointer.screen_height}"></span>')
     src = esc(links.file(side, relative))
-    return (f'<figure class="shot"><img src="{src}" loading="lazy" alt="screen after the call">{mark}'
-            f'<figcaption><a href="{src}">{esc(extra.screenshot)}</a></figcaption></figure>')
+    return (f'<figure class="shot"><div class="frame"><img src="{src}" loading="lazy" alt="screen after the call">'
+            f'{mark}</div><figcaption><a href="{src}">{esc(extra.screenshot)}</a></figcaption></figure>')
 
 
 def _call(call: ToolCall, result: ObservationResult | None) -> str:

@@ -137,7 +137,7 @@
 
   document.addEventListener("click", function (event) {
     const img = event.target.closest("figure.shot img");
-    if (img) img.parentElement.classList.toggle("zoomed");
+    if (img) img.closest("figure").classList.toggle("zoomed");
   });
 
   document.addEventListener("DOMContentLoaded", function () {
