@@ -3,6 +3,7 @@ served viewer as its own process."""
 
 from __future__ import annotations
 
+import contextlib
 import select
 import subprocess
 import sys
@@ -53,6 +54,7 @@ class Served:
     process: subprocess.Popen[str]
 
 
+@contextlib.contextmanager
 def serve(argv: list[str]) -> Iterator[Served]:
     """`python -m hcu.osworld.view ARGV --port 0` until the test ends; its URL from the line it prints."""
     process = subprocess.Popen([sys.executable, "-m", "hcu.osworld.view", *argv, "--port", "0"], cwd=REPO_ROOT,
@@ -70,7 +72,8 @@ def serve(argv: list[str]) -> Iterator[Served]:
 
 @pytest.fixture
 def served(sample: SampleRun, other_sample: SampleRun) -> Iterator[Served]:
-    yield from serve([str(sample.run_dir), "--compare", str(other_sample.run_dir)])
+    with serve([str(sample.run_dir), "--compare", str(other_sample.run_dir)]) as running:
+        yield running
 
 
 def export_of(sample: SampleRun, other: SampleRun, out: Path) -> Path:

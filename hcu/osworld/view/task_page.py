@@ -118,6 +118,21 @@ def setup_steps(meta: dict[str, Any] | None) -> str:
             f"<th>guest answers</th><th>error</th></tr></thead><tbody>{rows}</tbody></table>")
 
 
+SHOWN_META = frozenset({"setup_steps", "evaluation"})
+"""meta.json parts with sections of their own."""
+
+
+def run_time(meta: dict[str, Any] | None) -> str:
+    """meta.json as read, whatever its version: its plain values as a grid, each nested record foldable."""
+    if meta is None:
+        return absent("no meta.json (or not a JSON object)")
+    plain = [(key, f"<code>{esc(value)}</code>") for key, value in meta.items()
+             if not isinstance(value, (dict, list)) and key not in SHOWN_META]
+    nested = "".join(details(esc(key), json_block(value)) for key, value in meta.items()
+                     if isinstance(value, (dict, list)) and key not in SHOWN_META)
+    return kv(plain, "facts") + nested
+
+
 def logs(detail: AttemptDetail, links: Links, side: Side) -> str:
     if not detail.logs:
         return absent("no logs for this attempt")
@@ -144,7 +159,7 @@ def retried(detail: AttemptDetail, links: Links, side: Side) -> str:
 
 
 def records(detail: AttemptDetail) -> str:
-    named = [("result.json", detail.result), ("meta.json", detail.meta), ("attempt.json", detail.lease),
+    named = [("result.json", detail.result), ("attempt.json", detail.lease),
              ("retry.json", detail.retry_note)]
     return "".join(details(esc(name), json_block(value)) for name, value in named if value is not None)
 
@@ -195,6 +210,7 @@ def render_task(run: RunData, detail: AttemptDetail, links: Links, *, side: Side
             + section("Steps", render_steps(detail, links, side), anchor="steps", note=steps_note)
             + section("Recording", recording)
             + section("Setup steps", setup_steps(detail.meta))
+            + section("Guest, agent and probes (meta.json)", run_time(detail.meta))
             + section("Logs", logs(detail, links, side))
             + retried(detail, links, side)
             + section("Records", records(detail) or absent("no records"))
