@@ -188,9 +188,27 @@ def _headline(run: RunData, index: RunIndex, links: Links) -> str:
             + tally_cards(index.rows))
 
 
+def _manifest_facts(manifest: dict[str, Any]) -> str:
+    """What the run's number depends on, at a glance (manifest.json in full below it)."""
+    starts = manifest.get("starts") or []
+    last = starts[-1] if starts and isinstance(starts[-1], dict) else {}
+    commit = (last.get("hcu_commit") or {}).get("commit")
+    code = (manifest.get("osworld_revision") or {}).get("code") or {}
+    guest = manifest.get("guest_image") or {}
+    facts = [("starts", f"{len(starts)} (last {when(last.get('at'))} on {esc(last.get('host', '?'))})"),
+             ("hcu commit", f"<code>{esc((commit or '?')[:12])}</code>"),
+             ("OSWorld", esc(code.get("desktop_env_version") or code.get("commit") or code.get("error") or "?")),
+             ("guest image", f"<code>{esc(guest.get('container_image') or guest.get('path') or '?')}</code>"),
+             ("config sha256", f"<code>{esc(str(manifest.get('config_sha256', '?'))[:16])}</code>"),
+             ("task files pinned", count(len(manifest.get("task_files") or {}))),
+             ("nodes", count(len(manifest.get("nodes") or {})))]
+    return kv(facts, "facts")
+
+
 def _records(run: RunData) -> str:
     manifest, status = run.manifest(), run.queue_status()
-    parts = [details("manifest.json", json_block(run.redactor.value(manifest)) if manifest else
+    facts = _manifest_facts(run.redactor.value(manifest)) if manifest else ""
+    parts = [facts, details("manifest.json", json_block(run.redactor.value(manifest)) if manifest else
                      absent("no manifest.json in this run directory")),
              details("config.json", json_block(run.redactor.value(run.config)) if run.config else
                      absent("no config.json in this run directory")),

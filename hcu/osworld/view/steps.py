@@ -10,7 +10,7 @@ import orjson
 
 from hcu.osworld.evidence.atif import ObservationResult, Step, ToolCall, Trajectory
 from hcu.osworld.view.attempt_data import AttemptDetail
-from hcu.osworld.view.html import absent, badge, count, details, esc, seconds, usd
+from hcu.osworld.view.html import absent, badge, count, details, esc, kv, seconds, usd
 from hcu.osworld.view.links import Links, Side
 from hcu.osworld.view.paths import join_inside
 
@@ -158,12 +158,38 @@ def event_item(item: dict[str, Any]) -> str:
     return f'<div class="event ev-{esc(kind)}">{turn}{badge(kind, "src")}{body}</div>'
 
 
+def _step_tokens(step: Step) -> int:
+    m = step.metrics
+    return 0 if m is None else (m.prompt_tokens or 0) + (m.completion_tokens or 0)
+
+
+def overview(trajectory: Trajectory) -> str:
+    """Who acted, the totals over the steps, what the trajectory says it left out, and tokens per step."""
+    metrics = [step.metrics for step in trajectory.steps if step.metrics is not None]
+    extras = [m.extra or {} for m in metrics]
+    costs = [m.cost_usd for m in metrics if m.cost_usd is not None]
+    agent = trajectory.agent
+    facts = [("agent", esc(f"{agent.name} {agent.version}" + (f" · {agent.model_name}" if agent.model_name else ""))),
+             ("tokens", f"in {count(sum(m.prompt_tokens or 0 for m in metrics))} · out "
+                        f"{count(sum(m.completion_tokens or 0 for m in metrics))} · cached "
+                        f"{count(sum(m.cached_tokens or 0 for m in metrics))}"),
+             ("model latency", seconds(sum(e.get("latency_sec") or 0 for e in extras))),
+             ("rate-limit waits", seconds(sum(e.get("rate_limit_wait_sec") or 0 for e in extras))),
+             ("cost", usd(sum(costs)) if costs and len(costs) == len(metrics) else "unknown")]
+    facts += [(f"trajectory {key}", f"<code>{esc(value)}</code>") for key, value in (trajectory.extra or {}).items()
+              if key != "attempt_id"]
+    peak = max((_step_tokens(step) for step in trajectory.steps), default=0) or 1
+    bars = "".join(f'<a href="#step-{step.step_id}" style="height:{max(2, 100 * _step_tokens(step) / peak):.0f}%" '
+                   f'title="step {step.step_id}: {count(_step_tokens(step))} tokens"></a>' for step in trajectory.steps)
+    return kv(facts, "facts") + f'<div class="tokenbars" title="tokens per step">{bars}</div>'
+
+
 def render_steps(detail: AttemptDetail, links: Links, side: Side = "this") -> str:
     if detail.trajectory is not None:
         steps = detail.trajectory.steps
         if not steps:
             return absent("the trajectory has no steps")
-        return filmstrip(detail, detail.trajectory, links, side) + "".join(
+        return overview(detail.trajectory) + filmstrip(detail, detail.trajectory, links, side) + "".join(
             step_card(detail, step, links, side) for step in steps)
     shown = absent(detail.trajectory_problem or "no trajectory")
     if not detail.events:
