@@ -163,17 +163,19 @@ def _summary_sections(run: RunData, index: RunIndex, s: dict[str, Any], links: L
     if newest is not None and written is not None and newest > written:
         parts.insert(0, f'<p class="warn">summary/summary.json ({when(written)}) is older than the newest '
                         f"result ({when(newest)}): run summarize again for current figures.</p>")
+    repeats = ""
+    if figures := repeat_figures(s):
+        per_task = s.get("per_task") if isinstance(s.get("per_task"), list) else []
+        facts = kv([("k", esc(s.get("repeats"))), ("policy", esc(s.get("repeat_policy"))), *figures])
+        repeats = (f"<div><h3>Repeats</h3>{facts}"
+                   + (details(f"Per task over repeats ({len(per_task)})", _per_task(per_task), cls="list")
+                      if per_task else "") + "</div>")
     parts.append(f'<div class="cols">{_group_table("domain", s.get("by_domain") or {})}'
-                 f'{_classes(s.get("attempts_by_class") or {})}{_group_table("stratum", s.get("by_stratum") or {})}'
-                 "</div>")
+                 f'{_classes(s.get("attempts_by_class") or {})}{repeats}'
+                 f'{_group_table("stratum", s.get("by_stratum") or {})}</div>')
     parts.append(_task_list("Withheld", [(t["task_id"], t["reason"]) for t in s.get("withheld_tasks", [])], links))
     parts.append(_task_list("Scored although a getter read nothing",
                             [(t["task_id"], t["getters"]) for t in s.get("read_nothing_tasks", [])], links))
-    if figures := repeat_figures(s):
-        parts.append(section("Repeats", kv([("k", esc(s.get("repeats"))),
-                                             ("policy", esc(s.get("repeat_policy"))), *figures])))
-    if isinstance(s.get("per_task"), list) and s["per_task"]:
-        parts.append(details(f"Per task over repeats ({len(s['per_task'])})", _per_task(s["per_task"]), cls="list"))
     if more := other_fields(s):
         parts.append(details("More from summary.json", more))
     return "".join(parts)
