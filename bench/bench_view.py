@@ -30,6 +30,7 @@ from tests.view.sample_run import OUTCOMES, Attempt, build_run
 
 TASKS, REPEATS, STEPS = 369, 3, 15
 PAGE_SAMPLES = 20
+BROWSER_LOADS = 5
 
 
 def make_run(root: Path) -> Path:
@@ -64,20 +65,24 @@ async def served_times(run_dir: Path, keys: list[str]) -> tuple[float, float, fl
     return first, warm, statistics.median(pages), size
 
 
-def browser_load_sec(run_dir: Path, profile: Path) -> float | None:
-    """Navigation start to a filtered table ready, in Debian's headless Chromium (None when not installed)."""
+def browser_load_sec(run_dir: Path, profile: Path) -> tuple[float, float] | None:
+    """Navigation start to load end with the table listed, in Debian's headless Chromium: the first load, and
+    the median of BROWSER_LOADS more (None when Chromium is not installed)."""
     from tests.view.browser import CHROMEDRIVER, CHROMIUM, chromium, wait_for
     from tests.view.conftest import serve
 
     if not (CHROMIUM.is_file() and CHROMEDRIVER.is_file()):
         return None
+    loads = []
     with serve([str(run_dir)]) as served:
         for driver in chromium(profile):
-            driver.get(served.url + "/")
-            wait_for(driver, lambda d: d.find_element("css selector", "[data-count-for=tasks]").text, "the table")
-            return driver.execute_script(
-                "const t = performance.getEntriesByType('navigation')[0]; return t.loadEventEnd / 1000;")
-    return None
+            for _ in range(BROWSER_LOADS + 1):
+                driver.get(served.url + "/")
+                wait_for(driver, lambda d: d.find_element("css selector", "[data-count-for=tasks]").text, "the table")
+                wait_for(driver, lambda d: d.execute_script("return document.readyState") == "complete", "load end")
+                loads.append(driver.execute_script(
+                    "return performance.getEntriesByType('navigation')[0].loadEventEnd / 1000;"))
+    return loads[0], statistics.median(loads[1:])
 
 
 def main() -> None:
@@ -102,8 +107,8 @@ def main() -> None:
     print(f"  index page over HTTP, first request:       {first:.3f} s  ratio {first / baseline:.2f}x "
           f"({size / 1024:.0f} KiB; target < 1 s)")
     print(f"  index page over HTTP, again (cached rows): {warm:.3f} s  ratio {warm / baseline:.2f}x")
-    print("  index in headless Chromium, to load end:   "
-          + ("n/a (chromium not installed)" if browser is None else f"{browser:.3f} s (target < 1 s)"))
+    print("  index in headless Chromium, to load end:   " + ("n/a (chromium not installed)" if browser is None else
+          f"{browser[0]:.3f} s first, {browser[1]:.3f} s median of {BROWSER_LOADS} reloads (target < 1 s)"))
     print(f"  task page (median of {len(keys)}), rendered:    {task_page:.3f} s; over HTTP {served_page:.3f} s "
           f"(ratio to the bare read of all results {served_page / baseline:.2f}x)")
 

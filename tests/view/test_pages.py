@@ -21,10 +21,19 @@ from tests.view.sample_run import Attempt, SampleRun, build_run
 LINKS = ServedLinks()
 
 
+def table_rows(html: str, table_id: str) -> list[dict]:
+    """The rows a page ships for one of its tables (viewer.js lists them)."""
+    start = html.index(f'<script type="application/json" id="{table_id}-rows">')
+    payload = html[html.index(">", start) + 1:html.index("</script>", start)]
+    return orjson.loads(payload)
+
+
 def test_the_run_page_shows_repeats_cost_and_every_attempt(sample: SampleRun) -> None:
     html = Site(RunData(sample.run_dir)).index(LINKS)
     assert "k = 2" in html and "pass^k" in html and "run-to-run sd" in html and "$1.25" in html
-    assert html.count("<tr data-key=") == len(sample.attempts)
+    rows = table_rows(html, "tasks")
+    assert [row["d"]["task"] for row in rows] == [a.task_id for a in sample.attempts]
+    assert all(f'href="/tasks/{a.key}"' in row["h"] for row, a in zip(rows, sample.attempts, strict=True))
     assert "summary/summary.json" not in html, "a current summary: no staleness warning"
 
 

@@ -20,7 +20,8 @@ from tests.view.conftest import export_of
 from tests.view.sample_run import SampleRun, file_list
 
 PROVIDER_KEY = "sk-proj-" + "Q7x" * 12
-HREF = re.compile(rb'(?:href|src)="(/[^"#]*)"')
+HREF = re.compile(rb'(?:href|src)=\\?"(/[^"#\\]*)')
+"""Links in the HTML and in the rows a table ships as JSON (`href=\"...`)."""
 
 
 @pytest.fixture(scope="module")

@@ -3,6 +3,7 @@ tasks first); and one task's steps in both runs, step beside step."""
 
 from __future__ import annotations
 
+from collections import Counter
 from itertools import zip_longest
 
 from hcu.osworld.view.attempt_data import AttemptDetail
@@ -24,6 +25,7 @@ from hcu.osworld.view.html import (
 from hcu.osworld.view.index_page import class_of
 from hcu.osworld.view.links import Links, Side
 from hcu.osworld.view.steps import render_steps, step_card
+from hcu.osworld.view.tables import Row, data_table, filter_form, select, text
 from hcu.osworld.view.task_page import outcome
 
 
@@ -58,30 +60,27 @@ def _side_cells(rows: list[AttemptRow]) -> str:
             f'<td class="n">{seconds(first.duration_sec)} · {count(first.model_calls)}</td>')
 
 
-def _pair_row(pair: TaskPair, links: Links) -> str:
+def _pair_row(pair: TaskPair, links: Links) -> Row:
     diff = pair.difference
     data = {"task": pair.task_id, "domain": pair.domain, "verdict": pair.verdict,
             "diff": "" if diff is None else f"{diff:g}", "absdiff": "" if diff is None else f"{abs(diff):g}"}
-    attrs = " ".join(f'data-{k}="{esc(v)}"' for k, v in data.items())
     started = any(row.status != "not started" for row in pair.this + pair.other)
     link = f'<a href="{esc(links.compare_task(pair.key))}">{esc(pair.task_id)}</a>' if started else esc(pair.task_id)
-    return (f'<tr {attrs}><td class="id">{link}</td><td>{esc(pair.domain)}</td>'
-            f'<td>{badge(pair.verdict, "v-" + pair.verdict.replace(" ", "-"))}</td>'
-            f'{_mean_cell(pair.this, pair.this_mean)}{_mean_cell(pair.other, pair.other_mean)}'
-            f'<td class="n">{"" if diff is None else f"{diff:+.2f}"}</td>'
-            f"{_side_cells(pair.this)}{_side_cells(pair.other)}</tr>")
+    return data, (f'<td class="id">{link}</td><td>{esc(pair.domain)}</td>'
+                  f'<td>{badge(pair.verdict, "v-" + pair.verdict.replace(" ", "-"))}</td>'
+                  f'{_mean_cell(pair.this, pair.this_mean)}{_mean_cell(pair.other, pair.other_mean)}'
+                  f'<td class="n">{"" if diff is None else f"{diff:+.2f}"}</td>'
+                  f"{_side_cells(pair.this)}{_side_cells(pair.other)}")
 
 
-def _filters(comparison: Comparison) -> str:
-    verdicts = sorted({p.verdict for p in comparison.pairs})
-    domains = sorted({p.domain for p in comparison.pairs if p.domain})
-    options = "".join(f'<option value="{esc(v)}">{esc(v)}</option>' for v in verdicts)
-    domain_options = "".join(f'<option value="{esc(d)}">{esc(d)}</option>' for d in domains)
-    return (f'<form class="filters" data-for="pairs"><label>task <input type="search" data-filter="task" '
-            f'data-kind="text" name="task"></label><label>verdict <select data-filter="verdict" name="verdict">'
-            f'<option value="">all</option>{options}</select></label><label>domain <select data-filter="domain" '
-            f'name="domain"><option value="">all</option>{domain_options}</select></label>'
-            f'<button type="reset">reset</button><span class="count" data-count-for="pairs"></span></form>')
+def _pairs_table(this: RunData, other: RunData, comparison: Comparison, links: Links) -> str:
+    controls = [text("task", "task"), select("verdict", "verdict", Counter(p.verdict for p in comparison.pairs)),
+                select("domain", "domain", Counter(p.domain for p in comparison.pairs))]
+    columns = (("task", "task", "text"), ("domain", "domain", "text"), ("verdict", "verdict", "text"),
+               (this.run_id, "", ""), (other.run_id, "", ""), ("diff", "absdiff", "num"), ("here: ended", "", ""),
+               ("here: time · calls", "", ""), ("there: ended", "", ""), ("there: time · calls", "", ""))
+    return filter_form("pairs", controls) + data_table("pairs", columns,
+                                                       [_pair_row(pair, links) for pair in comparison.pairs])
 
 
 def render_compare(this: RunData, other: RunData, this_index: RunIndex, other_index: RunIndex,
@@ -92,14 +91,7 @@ def render_compare(this: RunData, other: RunData, this_index: RunIndex, other_in
     stats = (f'<p class="sub">{paired.tasks} tasks graded in both · <b>{comparison.discordant} disagree</b> '
              f"({comparison.better(1)} better here, {comparison.better(-1)} better there) · difference (this "
              f"minus other) <b>{100 * paired.mean:+.1f} points</b>, 95% {ci} (paired normal)</p>")
-    heads = "".join(f'<th data-sort="{a}" data-type="{t}">{esc(h)}</th>' if a else f"<th>{esc(h)}</th>" for h, a, t in (
-        ("task", "task", "text"), ("domain", "domain", "text"), ("verdict", "verdict", "text"),
-        (f"{this.run_id}", "", ""), (f"{other.run_id}", "", ""), ("diff", "absdiff", "num"),
-        ("here: ended", "", ""), ("here: time · calls", "", ""), ("there: ended", "", ""),
-        ("there: time · calls", "", "")))
-    rows = "".join(_pair_row(pair, links) for pair in comparison.pairs)
-    table = (_filters(comparison) + f'<div class="table-wrap"><table class="grid sortable" id="pairs"><thead><tr>'
-             f"{heads}</tr></thead><tbody>{rows}</tbody></table></div>")
+    table = _pairs_table(this, other, comparison, links)
     body = (f"<h1>{esc(this.run_id)} vs {esc(other.run_id)}</h1>{stats}"
             f'<div class="side-by-side">{_run_card(this, this_index)}{_run_card(other, other_index)}</div>'
             + section("Tasks, disagreeing first", table))

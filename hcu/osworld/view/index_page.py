@@ -27,8 +27,9 @@ from hcu.osworld.view.html import (
     when,
 )
 from hcu.osworld.view.links import Links
+from hcu.osworld.view.tables import Column, Row, data_table, filter_form, number, select, text
 
-COLUMNS = (("task", "task", "text"), ("rep", "repeat", "num"), ("domain", "domain", "text"),
+COLUMNS: tuple[Column, ...] = (("task", "task", "text"), ("rep", "repeat", "num"), ("domain", "domain", "text"),
            ("status", "status", "text"), ("score", "score", "num"), ("eval", "evalscore", "num"),
            ("ended", "termination", "text"), ("failure class", "class", "text"),
            ("duration", "duration", "num"), ("calls", "calls", "num"), ("tokens", "tokens", "num"),
@@ -53,15 +54,12 @@ def _note(row: AttemptRow) -> str:
     return row.failure_message or row.withheld_reason
 
 
-def task_row(row: AttemptRow, links: Links) -> str:
-    band = score_band(row.score, row.status)
-    data = {"key": row.key, "task": row.task_id, "repeat": row.repeat, "domain": row.domain,
-            "status": row.status, "class": class_of(row),
-            "band": band, "score": _num(row.score), "evalscore": _num(row.evaluator_score),
-            "termination": row.termination, "duration": _num(row.duration_sec), "calls": _num(row.model_calls),
-            "tokens": _num(row.tokens), "wait": _num(row.rate_limit_wait_sec), "cost": _num(row.cost_usd),
-            "retries": row.retries}
-    attrs = " ".join(f'data-{key}="{esc(value)}"' for key, value in data.items())
+def task_row(row: AttemptRow, links: Links) -> Row:
+    data = {"task": row.task_id, "repeat": row.repeat, "domain": row.domain, "status": row.status,
+            "class": class_of(row), "band": score_band(row.score, row.status), "score": _num(row.score),
+            "evalscore": _num(row.evaluator_score), "termination": row.termination, "duration": _num(row.duration_sec),
+            "calls": _num(row.model_calls), "tokens": _num(row.tokens), "wait": _num(row.rate_limit_wait_sec),
+            "cost": _num(row.cost_usd), "retries": row.retries}
     task = (f'<a href="{esc(links.attempt("this", "tasks", row.key))}" title="{esc(row.key)}">{esc(row.task_id)}</a>'
             if row.status != "not started" else esc(row.task_id))
     note = _note(row)
@@ -74,44 +72,23 @@ def task_row(row: AttemptRow, links: Links) -> str:
              f'<td class="n">{seconds(row.rate_limit_wait_sec) if row.rate_limit_wait_sec else ""}</td>',
              f'<td class="n">{usd(row.cost_usd) if row.cost_usd is not None else ""}</td>',
              f'<td class="n">{row.retries or ""}</td>', f'<td class="note" title="{esc(note)}">{esc(note)}</td>']
-    return f'<tr {attrs}>{"".join(cells)}</tr>'
-
-
-def _options(name: str, label: str, values: Counter[str]) -> str:
-    options = "".join(f'<option value="{esc(v)}">{esc(v)} ({n})</option>' for v, n in sorted(values.items()) if v)
-    return (f'<label>{esc(label)} <select data-filter="{name}" name="{name}"><option value="">all</option>'
-            f"{options}</select></label>")
-
-
-def _number(name: str, kind: str, label: str, attr: str) -> str:
-    return (f'<label>{esc(label)} <input type="number" min="0" step="any" data-filter="{attr}" '
-            f'data-kind="{kind}" name="{name}" size="6"></label>')
+    return data, "".join(cells)
 
 
 def filters(rows: list[AttemptRow], table_id: str) -> str:
-    bands = Counter(score_band(row.score, row.status) for row in rows)
-    controls = ['<label>task <input type="search" data-filter="task" data-kind="text" name="task" '
-                'placeholder="id contains"></label>',
-                _options("domain", "domain", Counter(row.domain for row in rows)),
-                _options("status", "status", Counter(row.status for row in rows)),
-                _options("class", "failure class",
-                         Counter(class_of(row) for row in rows)),
-                _options("band", "score", bands)]
+    controls = [text("task", "task", "id contains"), select("domain", "domain", Counter(row.domain for row in rows)),
+                select("status", "status", Counter(row.status for row in rows)),
+                select("class", "failure class", Counter(class_of(row) for row in rows)),
+                select("band", "score", Counter(score_band(row.score, row.status) for row in rows))]
     if len({row.repeat for row in rows}) > 1:
-        controls.append(_options("repeat", "repeat", Counter(str(row.repeat) for row in rows)))
-    controls += [_number("dmin", "min", "duration ≥ s", "duration"), _number("dmax", "max", "≤ s", "duration"),
-                 _number("cmin", "min", "calls ≥", "calls"), _number("tmin", "min", "tokens ≥", "tokens"),
-                 '<button type="reset">reset</button>']
-    return (f'<form class="filters" data-for="{table_id}">{"".join(controls)}'
-            f'<span class="count" data-count-for="{table_id}"></span></form>')
+        controls.append(select("repeat", "repeat", Counter(str(row.repeat) for row in rows)))
+    controls += [number("dmin", "min", "duration ≥ s", "duration"), number("dmax", "max", "≤ s", "duration"),
+                 number("cmin", "min", "calls ≥", "calls"), number("tmin", "min", "tokens ≥", "tokens")]
+    return filter_form(table_id, controls)
 
 
 def task_table(rows: list[AttemptRow], links: Links, table_id: str = "tasks") -> str:
-    heads = "".join(f'<th data-sort="{attr}" data-type="{kind}">{esc(label)}</th>' if attr else
-                    f"<th>{esc(label)}</th>" for label, attr, kind in COLUMNS)
-    body = "".join(task_row(row, links) for row in rows)
-    return (filters(rows, table_id) + f'<div class="table-wrap"><table class="grid sortable" id="{table_id}">'
-            f"<thead><tr>{heads}</tr></thead><tbody>{body}</tbody></table></div>")
+    return filters(rows, table_id) + data_table(table_id, COLUMNS, [task_row(row, links) for row in rows])
 
 
 def _group_table(title: str, groups: dict[str, Any]) -> str:
@@ -150,11 +127,9 @@ def _task_list(title: str, items: list[tuple[str, str]], links: Links) -> str:
 
 def _per_task(rows: list[dict[str, Any]]) -> str:
     keys = ("task_id", "domain", "repeats_scored", "mean", "successes", "pass_at_k", "pass_hat_k")
-    heads = "".join(f'<th data-sort="{k}" data-type="{"text" if k in ("task_id", "domain") else "num"}">'
-                    f"{esc(k)}</th>" for k in keys)
-    body = "".join("<tr " + " ".join(f'data-{k}="{esc(r.get(k, ""))}"' for k in keys) + ">" +
-                   "".join(f"<td>{esc(r.get(k, ''))}</td>" for k in keys) + "</tr>" for r in rows)
-    return f'<table class="grid sortable" id="per-task"><thead><tr>{heads}</tr></thead><tbody>{body}</tbody></table>'
+    columns = [(key, key, "text" if key in ("task_id", "domain") else "num") for key in keys]
+    return data_table("per-task", columns, [({k: r.get(k) for k in keys},
+                                             "".join(f"<td>{esc(r.get(k, ''))}</td>" for k in keys)) for r in rows])
 
 
 def _summary_sections(run: RunData, index: RunIndex, s: dict[str, Any], links: Links) -> str:

@@ -16,10 +16,10 @@
     history.replaceState(null, "", text ? "#" + text : location.pathname + location.search);
   }
 
-  function matches(row, control) {
+  function matches(values, control) {
     const wanted = control.value.trim();
     if (!wanted) return true;
-    const value = row.dataset[control.dataset.filter] || "";
+    const value = values[control.dataset.filter] || "";
     switch (control.dataset.kind || "eq") {
       case "text": return value.toLowerCase().includes(wanted.toLowerCase());
       case "min": return num(value) >= Number(wanted);
@@ -28,53 +28,59 @@
     }
   }
 
+  function compare(key, numeric, sign) {
+    return function (a, b) {
+      const x = a.d[key] || "", y = b.d[key] || "";
+      if (x === "" || y === "") {  // empty values last, whatever the direction
+        return x === y ? a.order - b.order : (x === "" ? 1 : -1);
+      }
+      const c = numeric ? num(x) - num(y) : x.localeCompare(y);
+      return c !== 0 ? sign * c : a.order - b.order;
+    };
+  }
+
+  // A table's rows come as JSON ({d: values, h: cells}); the first `limit` that match are listed.
   function setupTable(table) {
     const body = table.tBodies[0];
-    const rows = Array.from(body.rows);
-    rows.forEach(function (row, i) { row.dataset.order = String(i); });
+    const rows = JSON.parse(document.getElementById(table.dataset.rows).textContent);
+    rows.forEach(function (row, i) { row.order = i; });
+    let order = rows, limit = Number(table.dataset.limit) || Infinity;
     const form = document.querySelector('form[data-for="' + table.id + '"]');
     const controls = form ? Array.from(form.querySelectorAll("[data-filter]")) : [];
     const counter = document.querySelector('[data-count-for="' + table.id + '"]');
+    const showAll = form ? form.querySelector("[data-show-all]") : null;
     const heads = Array.from(table.tHead.rows[0].cells).filter(function (th) { return th.dataset.sort; });
-    const owner = form !== null;  // the table whose state the address holds
 
-    function filter() {
-      let shown = 0, scored = 0, sum = 0;
-      for (const row of rows) {
-        const ok = controls.every(function (c) { return matches(row, c); });
-        row.hidden = !ok;
-        if (!ok) continue;
-        shown += 1;
-        const score = num(row.dataset.score);
+    function list() {
+      const matched = order.filter(function (row) {
+        return controls.every(function (c) { return matches(row.d, c); });
+      });
+      const listed = matched.slice(0, limit);
+      body.innerHTML = listed.map(function (row) { return "<tr>" + row.h + "</tr>"; }).join("");
+      Array.from(body.rows).forEach(function (tr, i) { Object.assign(tr.dataset, listed[i].d); });
+      let scored = 0, sum = 0;
+      for (const row of matched) {
+        const score = num(row.d.score);
         if (!isNaN(score)) { scored += 1; sum += score; }
       }
       if (counter) {
-        counter.textContent = shown + " of " + rows.length + " shown" +
+        counter.textContent = matched.length + " of " + rows.length + " shown" +
+          (listed.length < matched.length ? " (first " + listed.length + " listed)" : "") +
           (scored ? " · mean score " + (sum / scored).toFixed(3) + " over " + scored + " scored" : "");
       }
+      if (showAll) showAll.hidden = listed.length === matched.length;
     }
 
     function sort(key, direction) {
       const head = heads.find(function (th) { return th.dataset.sort === key; });
       if (!head) return;
-      const numeric = head.dataset.type === "num";
-      const sign = direction === "desc" ? -1 : 1;
-      const sorted = rows.slice().sort(function (a, b) {
-        const x = a.dataset[key] || "", y = b.dataset[key] || "";
-        if (x === "" || y === "") {  // empty values last, whatever the direction
-          if (x === y) return Number(a.dataset.order) - Number(b.dataset.order);
-          return x === "" ? 1 : -1;
-        }
-        const c = numeric ? num(x) - num(y) : x.localeCompare(y);
-        return c !== 0 ? sign * c : Number(a.dataset.order) - Number(b.dataset.order);
-      });
-      for (const row of sorted) body.appendChild(row);
+      order = rows.slice().sort(compare(key, head.dataset.type === "num", direction === "desc" ? -1 : 1));
       heads.forEach(function (th) { th.classList.remove("asc", "desc"); });
       head.classList.add(direction);
     }
 
     function save() {
-      if (!owner) return;
+      if (!form) return;
       const state = readState();
       controls.forEach(function (c) {
         if (c.value.trim()) state.set(c.name, c.value.trim()); else state.delete(c.name);
@@ -86,7 +92,8 @@
       th.addEventListener("click", function () {
         const direction = th.classList.contains("asc") ? "desc" : "asc";
         sort(th.dataset.sort, direction);
-        if (owner) {
+        list();
+        if (form) {
           const state = readState();
           state.set("sort", th.dataset.sort + ":" + direction);
           writeState(state);
@@ -94,18 +101,19 @@
       });
     });
     if (form) {
-      form.addEventListener("input", function () { filter(); save(); });
-      form.addEventListener("change", function () { filter(); save(); });
+      form.addEventListener("input", function () { list(); save(); });
+      form.addEventListener("change", function () { list(); save(); });
       form.addEventListener("submit", function (event) { event.preventDefault(); });
       form.addEventListener("reset", function () {
-        setTimeout(function () { filter(); writeState(new URLSearchParams()); }, 0);
+        setTimeout(function () { list(); writeState(new URLSearchParams()); }, 0);
       });
+      if (showAll) showAll.addEventListener("click", function () { limit = Infinity; list(); });
       const state = readState();
       controls.forEach(function (c) { if (state.has(c.name)) c.value = state.get(c.name); });
-      const order = (state.get("sort") || "").split(":");
-      if (order[0]) sort(order[0], order[1] === "desc" ? "desc" : "asc");
+      const saved = (state.get("sort") || "").split(":");
+      if (saved[0]) sort(saved[0], saved[1] === "desc" ? "desc" : "asc");
     }
-    filter();
+    list();
   }
 
   function setupSteps() {
