@@ -8,6 +8,7 @@ run in progress must open, and a record some other version of hcu wrote must not
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from dataclasses import dataclass, field
@@ -157,7 +158,7 @@ class RunData:
         self.redactor = Redactor.for_run(self.run_dir, [Path(key_file)] if isinstance(key_file, str) else [])
         self._tasks = self._config_tasks()
         self._known = set(self._tasks)
-        self._cache: dict[str, tuple[tuple[int, int], dict[str, Any] | None]] = {}
+        self._cache: dict[str, tuple[tuple[int, int], AttemptRow]] = {}
 
     @property
     def run_id(self) -> str:
@@ -211,13 +212,15 @@ class RunData:
                 found.setdefault(match["key"], []).append(entry.name)
         return found
 
-    def _result_body(self, folder: str) -> tuple[dict[str, Any] | None, float | None, bool]:
-        """(result.json's object, its mtime, whether it exists), from the cache while the file is unchanged."""
+    def _row_from_result(self, folder: str, row: AttemptRow) -> tuple[AttemptRow, float | None]:
+        """`row` filled from the folder's result.json (validated once per version of the file), and its mtime."""
         path = os.path.join(folder, "result.json")
         try:
             stat = os.stat(path)
         except FileNotFoundError:
-            return None, None, False
+            if os.path.isdir(folder):
+                row.status, row.phase = "no result", _progress_phase(folder)
+            return row, None
         stamp = (stat.st_mtime_ns, stat.st_size)
         cached = self._cache.get(path)
         if cached is None or cached[0] != stamp:
@@ -226,9 +229,14 @@ class RunData:
                     body = orjson.loads(f.read())
             except (OSError, orjson.JSONDecodeError):
                 body = None
-            cached = (stamp, body if isinstance(body, dict) else None)
-            self._cache[path] = cached
-        return cached[1], stat.st_mtime, True
+            filled = dataclasses.replace(row)
+            if isinstance(body, dict):
+                filled.repeat = body["repeat"] if isinstance(body.get("repeat"), int) else row.repeat
+                _fill_from_result(filled, body)
+            else:
+                filled.status = "unreadable"
+            cached = self._cache[path] = (stamp, filled)
+        return dataclasses.replace(cached[1], retries=row.retries), stat.st_mtime
 
     def row_at(self, area: str, name: str, retries: int = 0) -> tuple[AttemptRow, float | None]:
         """The row of `area/name` (tasks/<key> or retries/<key>-<n>) and its result's mtime; a row "not started"
@@ -238,16 +246,7 @@ class RunData:
         spec = self._tasks.get(task_id, {})
         row = AttemptRow(key=name, task_id=task_id, repeat=repeat, domain=self.domain_of(task_id),
                          stratum=str(spec.get("stratum") or ""), retries=retries)
-        folder = os.path.join(self.run_dir, area, name)
-        body, mtime, exists = self._result_body(folder)
-        if body is not None:
-            row.repeat = body["repeat"] if isinstance(body.get("repeat"), int) else repeat
-            _fill_from_result(row, body)
-        elif exists:
-            row.status = "unreadable"
-        elif os.path.isdir(folder):
-            row.status, row.phase = "no result", _progress_phase(folder)
-        return row, mtime
+        return self._row_from_result(os.path.join(self.run_dir, area, name), row)
 
     def index(self) -> RunIndex:
         """Every expected attempt (config task x repeat) and every attempt folder, in config order."""
@@ -256,7 +255,8 @@ class RunData:
         except FileNotFoundError:
             folders = set()
         retries = self.retries()
-        expected = [repeat_key(task, n) for task in self._tasks for n in range(1, self.repeats() + 1)]
+        repeats = self.repeats()
+        expected = [repeat_key(task, n) for task in self._tasks for n in range(1, repeats + 1)]
         extra = sorted(folders - set(expected))
         foreign = [key for key in extra if split_key(key, self._known)[0] not in self._known]
         rows, newest = [], None
