@@ -77,8 +77,9 @@ def _pairs_table(this: RunData, other: RunData, comparison: Comparison, links: L
     controls = [text("task", "task"), select("verdict", "verdict", Counter(p.verdict for p in comparison.pairs)),
                 select("domain", "domain", Counter(p.domain for p in comparison.pairs))]
     columns = (("task", "task", "text"), ("domain", "domain", "text"), ("verdict", "verdict", "text"),
-               (this.run_id, "", ""), (other.run_id, "", ""), ("diff", "absdiff", "num"), ("here: ended", "", ""),
-               ("here: time · calls", "", ""), ("there: ended", "", ""), ("there: time · calls", "", ""))
+               (this.run_id, "", ""), (other.run_id, "", ""), ("diff", "absdiff", "num"), ("here: r1 ended", "", ""),
+               ("here: r1 time · calls", "", ""), ("there: r1 ended", "", ""),
+               ("there: r1 time · calls", "", ""))
     return filter_form("pairs", controls) + data_table("pairs", columns,
                                                        [_pair_row(pair, links) for pair in comparison.pairs])
 
