@@ -20,13 +20,15 @@ import orjson
 from aiohttp import ClientSession
 from aiohttp.test_utils import TestServer
 
-from hcu.osworld.view.attempt_data import read_attempt
-from hcu.osworld.view.data import RunData
-from hcu.osworld.view.links import ServedLinks
-from hcu.osworld.view.server import make_app
-from hcu.osworld.view.site import Site
-from hcu.osworld.view.task_page import render_task
-from tests.view.sample_run import OUTCOMES, Attempt, build_run
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the run builder lives in tests/view
+
+from hcu.osworld.view.attempt_data import read_attempt  # noqa: E402
+from hcu.osworld.view.data import RunData  # noqa: E402
+from hcu.osworld.view.links import ServedLinks  # noqa: E402
+from hcu.osworld.view.server import make_app  # noqa: E402
+from hcu.osworld.view.site import Site  # noqa: E402
+from hcu.osworld.view.task_page import render_task  # noqa: E402
+from tests.view.sample_run import OUTCOMES, Attempt, build_run  # noqa: E402
 
 TASKS, REPEATS, STEPS = 369, 3, 15
 PAGE_SAMPLES = 20
