@@ -180,6 +180,8 @@ def write_attempt(run_id: str, run_dir: Path, attempt: Attempt, number: int, fol
         write_json(folder / "progress.json", {"phase": "agent", "since": started})
         return
     result = result_for(run_id, attempt, number, domain, started)
+    if salt and result.failure_message:
+        result.failure_message += f" (the CLI printed OPENAI_API_KEY={salt})"
     _write_result(folder, result, attempt.repeat, None if attempt.steps % 4 == 0 else round(0.01 * attempt.steps, 4))
     write_json(folder / "meta.json", _meta(result, salt))
     write_record(folder / "trajectory.json", trajectory(attempt, folder, salt, shared_jpeg))

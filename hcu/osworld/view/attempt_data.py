@@ -13,7 +13,7 @@ import orjson
 from pydantic import ValidationError
 
 from hcu.osworld.evidence.atif import TRAJECTORY_NAME, Trajectory
-from hcu.osworld.view.data import AttemptRow, RunData, read_json, read_object
+from hcu.osworld.view.data import AttemptRow, RunData
 from hcu.osworld.view.paths import REFUSED_DIRS, PathRefused, check_relative
 
 Area = Literal["tasks", "retries"]
@@ -158,7 +158,7 @@ def _logs(run: RunData, area: Area, name: str) -> list[LogTail]:
 
 
 def _retried(run: RunData, key: str) -> list[tuple[AttemptRow, dict[str, Any] | None]]:
-    return [(run.row_at("retries", name)[0], read_object(run.run_dir / "retries" / name / "retry.json"))
+    return [(run.row_at("retries", name)[0], run.record(f"retries/{name}/retry.json"))
             for name in run.retries().get(key, [])]
 
 
@@ -173,13 +173,11 @@ def read_attempt(run: RunData, area: Area, name: str) -> AttemptDetail | None:
     if not base.is_dir() or not base.resolve().is_relative_to(run.run_dir):
         return None
     row, _ = run.row_at(area, name)
-    result = read_object(base / "result.json")
-    meta = read_json(base / "meta.json")
     trajectory, problem = _trajectory(run, folder)
     return AttemptDetail(
-        area=area, name=name, row=row, result=run.redactor.value(result) if result else None,
-        lease=read_object(base / "attempt.json"), retry_note=read_object(base / "retry.json"),
-        meta=run.redactor.value(meta) if isinstance(meta, dict) else None,
+        area=area, name=name, row=row, result=run.record(f"{folder}/result.json"),
+        lease=run.record(f"{folder}/attempt.json"), retry_note=run.record(f"{folder}/retry.json"),
+        meta=run.record(f"{folder}/meta.json"),
         trajectory=trajectory, trajectory_problem=problem, events=_events(run, folder),
         final_screenshots=[(label, f"{folder}/{file}") for label, file in FINAL_SCREENSHOTS
                            if (base / file).is_file()],

@@ -153,9 +153,10 @@ class RunData:
         if not (run_dir / "config.json").is_file() and not (run_dir / "tasks").is_dir():
             raise RunDirError(f"{run_dir}: neither config.json nor tasks/ (not a run directory)")
         self.run_dir = run_dir.resolve()
-        self.config: dict[str, Any] = read_object(run_dir / "config.json") or {}
-        key_file = self.config.get("scope_key_file")
+        config = read_object(run_dir / "config.json") or {}
+        key_file = config.get("scope_key_file")
         self.redactor = Redactor.for_run(self.run_dir, [Path(key_file)] if isinstance(key_file, str) else [])
+        self.config: dict[str, Any] = self.redactor.value(config)
         self._tasks = self._config_tasks()
         self._known = set(self._tasks)
         self._cache: dict[str, tuple[tuple[int, int], AttemptRow]] = {}
@@ -182,8 +183,13 @@ class RunData:
         value = self.config.get("repeats", summary.get("repeats", 1))
         return value if isinstance(value, int) and value >= 1 else 1
 
+    def record(self, relative: str) -> dict[str, Any] | None:
+        """A JSON object of the run, redacted; None when missing or not an object."""
+        value = read_object(self.run_dir / relative)
+        return None if value is None else self.redactor.value(value)
+
     def summary(self) -> dict[str, Any] | None:
-        return read_object(self.run_dir / "summary" / "summary.json")
+        return self.record("summary/summary.json")
 
     def summary_mtime(self) -> float | None:
         try:
@@ -192,7 +198,7 @@ class RunData:
             return None
 
     def manifest(self) -> dict[str, Any] | None:
-        return read_object(self.run_dir / "manifest.json")
+        return self.record("manifest.json")
 
     def queue_status(self) -> str | None:
         try:
@@ -235,6 +241,8 @@ class RunData:
                 _fill_from_result(filled, body)
             else:
                 filled.status = "unreadable"
+            filled.failure_message = self.redactor.text(filled.failure_message)  # shown in the index
+            filled.withheld_reason = self.redactor.text(filled.withheld_reason)
             cached = self._cache[path] = (stamp, filled)
         return dataclasses.replace(cached[1], retries=row.retries), stat.st_mtime
 

@@ -184,10 +184,10 @@ def _manifest_facts(manifest: dict[str, Any]) -> str:
 
 def _records(run: RunData) -> str:
     manifest, status = run.manifest(), run.queue_status()
-    facts = _manifest_facts(run.redactor.value(manifest)) if manifest else ""
-    parts = [facts, details("manifest.json", json_block(run.redactor.value(manifest)) if manifest else
+    facts = _manifest_facts(manifest) if manifest else ""
+    parts = [facts, details("manifest.json", json_block(manifest) if manifest else
                      absent("no manifest.json in this run directory")),
-             details("config.json", json_block(run.redactor.value(run.config)) if run.config else
+             details("config.json", json_block(run.config) if run.config else
                      absent("no config.json in this run directory")),
              details("QUEUE_STATUS.md", f'<pre class="log">{esc(status)}</pre>' if status else
                      absent("no QUEUE_STATUS.md (the queue writes it while it runs)"))]
