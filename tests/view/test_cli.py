@@ -10,6 +10,7 @@ import pytest
 
 from hcu.osworld.view.__main__ import main
 from hcu.osworld.view.export import MARKER
+from tests.view.conftest import serve
 from tests.view.sample_run import SampleRun
 
 
@@ -71,3 +72,25 @@ def test_the_export_writes_a_page_per_attempt(capsys: pytest.CaptureFixture[str]
     assert (out / "static" / "viewer.js").is_file() and (out / MARKER).is_file()
     assert not (out / "compare.html").exists(), "no compare pages without --compare"
     assert main([str(sample.run_dir), "--export", str(out)]) == 0, "an earlier export is replaced"
+
+
+def a_non_loopback_address() -> str:
+    """This host's address on its default route (a UDP connect sends nothing)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(("10.255.255.255", 1))
+        except OSError as exc:
+            raise AssertionError(f"this test needs a non-loopback IPv4 address on the host ({exc})") from None
+        address = probe.getsockname()[0]
+    assert not address.startswith("127."), f"the default route's address is loopback ({address})"
+    return address
+
+
+def test_the_viewer_listens_on_loopback_only(sample: SampleRun) -> None:
+    with serve([str(sample.run_dir)]) as served:
+        assert served.url.startswith("http://127.0.0.1:")
+        port = int(served.url.rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port), timeout=10):
+            pass
+        with pytest.raises(OSError), socket.create_connection((a_non_loopback_address(), port), timeout=10):
+            pass
