@@ -144,6 +144,13 @@ def filmstrip(detail: AttemptDetail, trajectory: Trajectory, links: Links, side:
     return f'<nav class="filmstrip">{"".join(cells)}</nav>'
 
 
+def _result_text(result: Any) -> str:
+    """A CLI event's tool result: an MCP result's content parts as text (images named, not inlined)."""
+    if isinstance(result, dict) and isinstance(result.get("content"), list):
+        return _content_text(result["content"])
+    return result if isinstance(result, str) else _compact(result)
+
+
 def event_item(item: dict[str, Any]) -> str:
     kind = str(item.get("kind", "?"))
     turn = f'<span class="dim">turn {esc(item.get("turn"))}</span> ' if item.get("turn") is not None else ""
@@ -151,8 +158,7 @@ def event_item(item: dict[str, Any]) -> str:
         body = f'<pre class="{esc(kind)}">{esc(item.get("text", ""))}</pre>'
     elif kind == "tool_call":
         body = (f'<code class="fn">{esc(item.get("name"))}</code>' + _folded(_compact(item.get("arguments")), "args")
-                + _folded(_content_text(item.get("result")) if isinstance(item.get("result"), (str, list))
-                          else _compact(item.get("result")), "result"))
+                + _folded(_result_text(item.get("result")), "result"))
     else:
         body = _folded(_compact({k: v for k, v in item.items() if k not in ("kind", "turn")}), "args")
     return f'<div class="event ev-{esc(kind)}">{turn}{badge(kind, "src")}{body}</div>'
