@@ -104,7 +104,7 @@ def _column(run: RunData, detail: AttemptDetail | None, links: Links, side: Side
     if detail is None:
         return f'<div class="col"><h3>{esc(run.run_id)}</h3>{absent("this run has no such attempt")}</div>'
     link = f'<a href="{esc(links.attempt(side, detail.area, detail.name))}">full page</a>'
-    return f'<div class="col"><h3>{esc(run.run_id)} · {link}</h3>{outcome(detail, "")}</div>'
+    return f'<div class="col"><h3>{esc(run.run_id)} · {link}</h3>{outcome(detail)}</div>'
 
 
 def _aligned_steps(this: AttemptDetail | None, other: AttemptDetail | None, links: Links) -> str:

@@ -28,6 +28,10 @@ from hcu.osworld.view.links import Links, Side
 from hcu.osworld.view.steps import render_steps
 
 
+def _or_missing(value: object) -> object:
+    return MISSING if value is None else value
+
+
 def _usage(result: dict[str, Any]) -> list[tuple[str, str]]:
     usage = result.get("usage") or {}
     if not usage:
@@ -46,7 +50,7 @@ def outcome(detail: AttemptDetail, cls: str = "facts") -> str:
     if r.get("termination_detail"):
         ended += f" ({esc(r['termination_detail'])})"
     pairs = [("status", badge(row.status)), ("score", score_badge(row.score, row.status)),
-             ("evaluator score", esc(r.get("evaluator_score", MISSING))), ("ended", ended),
+             ("evaluator score", esc(_or_missing(r.get("evaluator_score")))), ("ended", ended),
              ("failure class", badge(row.failure_class, "class") if row.failure_class else "none"),
              ("protocol word", esc(r.get("protocol_word") or MISSING)),
              ("duration", seconds(row.duration_sec)), *_usage(r),
@@ -81,7 +85,7 @@ def phases(result: dict[str, Any] | None) -> str:
 def evaluation(detail: AttemptDetail, links: Links, side: Side) -> str:
     r = detail.result or {}
     empty = r.get("getters_read_nothing") or []
-    parts = [kv([("evaluator score", esc(r.get("evaluator_score", MISSING))),
+    parts = [kv([("evaluator score", esc(_or_missing(r.get("evaluator_score")))),
                  ("score that counts", score_badge(detail.row.score, detail.row.status)),
                  ("settle before evaluation", seconds(r.get("settle_seconds"))),
                  ("stand-in task files", "yes" if r.get("stand_ins") else "no")])]
