@@ -44,7 +44,7 @@ def _usage(result: dict[str, Any]) -> list[tuple[str, str]]:
             ("rate-limit wait", seconds(usage.get("rate_limit_wait_sec")))]
 
 
-def outcome(detail: AttemptDetail, cls: str = "facts") -> str:
+def outcome(detail: AttemptDetail) -> str:
     r, row = detail.result or {}, detail.row
     ended = esc(r.get("termination_reason") or MISSING)
     if r.get("termination_detail"):
@@ -61,7 +61,7 @@ def outcome(detail: AttemptDetail, cls: str = "facts") -> str:
     if detail.result is None:
         pairs = [("status", badge(row.status)), ("last phase", esc(row.phase or MISSING))]
     message = r.get("failure_message")
-    return kv(pairs, cls) + (f'<pre class="failure">{esc(message)}</pre>' if message else "")
+    return kv(pairs, "facts") + (f'<pre class="failure">{esc(message)}</pre>' if message else "")
 
 
 def phases(result: dict[str, Any] | None) -> str:
