@@ -96,7 +96,7 @@ def evaluation(detail: AttemptDetail, links: Links, side: Side) -> str:
         items = "".join(f"<li><code>{esc(g.get('getter'))}</code>: {esc(g.get('reason'))}</li>" for g in empty)
         parts.append(f'<div class="warn">Getters that read nothing (the score stands, check it): <ul>{items}</ul>'
                      "</div>")
-    elif detail.result is not None:
+    elif detail.row.status == "completed":
         parts.append('<p class="dim">Every getter read something of the guest\'s state.</p>')
     if isinstance((detail.meta or {}).get("evaluation"), dict):
         parts.append(details("evaluation record (meta.json)", json_block(detail.meta["evaluation"])))
