@@ -87,7 +87,8 @@ def test_an_open_whose_file_shows_no_window_ends_at_the_application_deadline_nam
     """The guest's open_file waits minutes for a window naming the file (the official one 30); hcu's own bound,
     the application deadline, ends the step and names the file, well before the guest gives up."""
     task_id, tasks = synthetic(tmp_path, "hcu-strict-open-no-window", [
-        {"type": "execute", "parameters": {"command": ["touch", "/home/user/nothing.hcu-no-handler"]}},
+        {"type": "execute", "parameters": {  # bytes of no type any application opens
+            "command": "head -c 4096 /dev/urandom > /home/user/nothing.hcu-no-handler", "shell": True}},
         {"type": "open", "parameters": {"path": "/home/user/nothing.hcu-no-handler"}}])
     code, report, stderr = canary(tmp_path, task_id, tasks, "--app-start-timeout-seconds", "8")
     assert (code, report["failure_classification"]) == (1, "setup"), stderr[-2000:]
