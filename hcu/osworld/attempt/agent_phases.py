@@ -1,6 +1,10 @@
 """The phases an attempt with an agent adds to the guest's: render the agent's plan, strip inherited agent
 configuration (isolate), upload the CLI and computer-use, check the gateway, the executables and the MCP
-transport from inside the guest (probe), run the agent, let the last action settle, collect usage."""
+transport from inside the guest (probe), run the agent, let the last action settle, collect usage.
+
+The upload runs alongside setup (pipeline.py), with the checks of what it uploaded (the CLI's `--version`,
+computer-use unpacking itself once); the probe phase waits for it, checks the gateway as the guest sees it, then
+runs the MCP probe on the set-up desktop."""
 
 from __future__ import annotations
 
@@ -22,7 +26,7 @@ from hcu.osworld.attempt.gateway_watch import GatewayWatch
 from hcu.osworld.attempt.guest_phases import AttemptState
 from hcu.osworld.attempt.isolation import prepare_agent, remove_inherited, upload_plan
 from hcu.osworld.attempt.meta import ArtifactRecord
-from hcu.osworld.attempt.probe import check_executables, check_gateway_from_guest, check_mcp
+from hcu.osworld.attempt.probe import check_executables, check_gateway_from_guest, check_mcp, unpack_mcp_server
 from hcu.osworld.attempt.result import Usage
 from hcu.osworld.attempt.scope_credential import GatewayCredential, check_scope_key, gateway_credential
 from hcu.osworld.attempt.usage import usage_for_scope
@@ -68,22 +72,26 @@ def isolate(state: AgentAttempt) -> None:
 
 
 def upload(state: AgentAttempt) -> None:
+    """The CLI, computer-use and the rendered files; then the CLI runs (`--version`) and computer-use unpacks
+    itself once, so the MCP probe and the agent find it ready."""
     assert state.guest is not None and state.plan is not None and state.context is not None
-    s = state.settings
-    upload_plan(state.guest.api, state.plan, {state.context.computer_use_path: s.mcp_binary})
+    s, api = state.settings, state.guest.api
+    upload_plan(api, state.plan, {state.context.computer_use_path: s.mcp_binary})
     state.meta.artifacts = artifact_identity(state.plan, s.artifact_dir, s.mcp_binary)
-    prepare_agent(state.guest.api, state.plan, GUEST.home)
+    prepare_agent(api, state.plan, GUEST.home)
+    state.meta.agent_version = check_executables(api, state.plan, GUEST.home)
+    unpack_mcp_server(api, state.plan.mcp_server)
 
 
 def probe(state: AgentAttempt) -> None:
-    """No model call happens before the gateway, the executables and the MCP transport all pass."""
+    """No model call happens before the gateway (its budget and scope key), the executables and the MCP
+    transport all pass."""
     assert state.guest is not None and state.plan is not None and state.context is not None
     assert state.credential is not None
     s, api = state.settings, state.guest.api
     state.meta.gateway_health = check_gateway_from_guest(api, s.gateway, s.max_model_calls)
     if unprotected := check_scope_key(state.meta.gateway_health, state.credential, s.gateway):
         log.warning(unprotected)
-    state.meta.agent_version = check_executables(api, state.plan, GUEST.home)
     state.meta.mcp_probe = check_mcp(api, state.plan.mcp_server, state.context.channels)
 
 
