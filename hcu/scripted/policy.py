@@ -45,6 +45,7 @@ class Step(BaseModel):
 
     tool: str = Field(min_length=1, description="computer-use tool name, e.g. key, type, screenshot")
     arguments: dict[str, Any] = Field(default_factory=dict)
+    say: str | None = Field(default=None, description="text the model writes along with the call")
 
 
 class Fault(BaseModel):
@@ -122,7 +123,8 @@ class PolicyResponder:
         if index >= len(policy.steps):
             return TextReply(text=policy.final_message)
         try:
-            return ToolCallReply(calls=[self.render_call(req.api, body, policy.steps[index])])
+            step = policy.steps[index]
+            return ToolCallReply(calls=[self.render_call(req.api, body, step)], text=step.say)
         except LookupError as exc:  # shows up as the run's final message, without a protocol word
             return TextReply(text=f"scripted policy error: {exc}")
 

@@ -86,6 +86,9 @@ class ClaudeCodeAdapter:
     def parse_events(self, text: str) -> TurnOutcome:
         return parse_claude_events(text)
 
+    def transcript(self, ctx: AgentContext) -> None:
+        return None  # the event stream shows every tool call
+
 
 def claude_mcp_server(ctx: AgentContext) -> McpServerSpec:
     """Anthropic's API shrinks images whose long side exceeds 1568 px, so clicks read off a full 1920x1080
