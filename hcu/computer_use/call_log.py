@@ -49,6 +49,16 @@ class StartRecord(BaseModel):
     """What the folder held when this process started (earlier turns)."""
 
 
+class BeginRecord(BaseModel):
+    """A call started (its CallRecord follows when it ends): a call the agent's end cut short still shows."""
+
+    kind: Literal["begin"] = "begin"
+    process: str
+    seq: int
+    tool: str
+    at: float
+
+
 class CallRecord(BaseModel):
     """One tools/call as the server saw it: what it was asked and what it answered."""
 
@@ -92,7 +102,7 @@ class ShotRecord(BaseModel):
     """`size_cap`, or why the capture failed."""
 
 
-CallLogRecord = Annotated[StartRecord | CallRecord | ShotRecord, Field(discriminator="kind")]
+CallLogRecord = Annotated[StartRecord | BeginRecord | CallRecord | ShotRecord, Field(discriminator="kind")]
 
 
 class CallLog:

@@ -14,7 +14,7 @@ from typing import Any
 import anyio.to_thread
 from mcp import types
 
-from .call_log import CallLog, CallRecord, clip
+from .call_log import BeginRecord, CallLog, CallRecord, clip
 from .step_shots import take_shot
 
 log = logging.getLogger("computer_use")
@@ -32,6 +32,7 @@ class Recorder:
 
     async def around(self, tool: str, arguments: dict[str, Any], call: Callable[[], Awaitable[Any]]) -> Any:
         seq, started = self.call_log.next_seq(), time.time()
+        self._begin(seq, tool, started)
         try:
             result = await call()
         except Exception as exc:
@@ -41,6 +42,13 @@ class Recorder:
         if record is not None and not record.error:
             await anyio.to_thread.run_sync(self._shot, seq, tool, result)
         return result
+
+    def _begin(self, seq: int, tool: str, started: float) -> None:
+        try:
+            self.call_log.write(BeginRecord(process=self.call_log.process, seq=seq, tool=tool, at=started),
+                                drop_record=True)
+        except Exception as exc:  # noqa: BLE001 - evidence never fails a call
+            log.warning("recording call %d (%s) failed: %s", seq, tool, exc)
 
     def _record(self, seq: int, tool: str, arguments: dict[str, Any], started: float, result: Any,
                 error: Exception | None) -> CallRecord | None:

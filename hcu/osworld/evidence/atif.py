@@ -76,6 +76,8 @@ class ResultExtra(_Open):
     """Characters cut from the recorded result and arguments (computer-use keeps 20,000 of each)."""
     dropped: str | None = None
     """`size_cap`: computer-use kept no arguments or result of this call (the attempt's cap was spent)."""
+    in_flight: bool | None = None
+    """True: computer-use saw the call start, not end (the attempt ended during it); it has no result."""
 
 
 class ObservationResult(_Open):

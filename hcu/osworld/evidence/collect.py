@@ -13,14 +13,14 @@ import orjson
 
 from hcu.defaults import EVIDENCE
 from hcu.osworld.agents import get_adapter
-from hcu.osworld.agents.base import RESUME_PROMPT, AgentContext
+from hcu.osworld.agents.base import RESUME_PROMPT, AgentContext, Transcript
 from hcu.osworld.attempt.usage import usage_for_scope
 from hcu.osworld.evidence.atif import TRAJECTORY_NAME, Agent, FinalMetrics, Step, Trajectory
 from hcu.osworld.evidence.cli_trace import read_turns
 from hcu.osworld.evidence.cost import ModelPrice, price_table
 from hcu.osworld.evidence.generations import request_summary, scope_generations
 from hcu.osworld.evidence.guest_calls import read_guest_log
-from hcu.osworld.evidence.guest_fetch import bring_home
+from hcu.osworld.evidence.guest_fetch import TRANSCRIPT_NAME, bring_home
 from hcu.osworld.evidence.join import agent_steps
 from hcu.osworld.evidence.redact import Redactor
 from hcu.osworld.guest.api import GuestAPI
@@ -58,8 +58,7 @@ def collect_evidence(
                          transcript=transcript.guest_path if transcript else None, redactor=redactor,
                          deadline_sec=deadline_sec)
     log = read_guest_log(result_dir, fetched.clock_offset_sec or 0.0)
-    parsed = transcript.parse(fetched.transcript) if transcript and fetched.transcript is not None else None
-    turns = read_turns(result_dir, adapter, parsed)
+    turns = read_turns(result_dir, adapter, _transcript_turns(transcript, fetched.transcript, result_dir))
     scope = scope_generations(token_log, ctx.scope, price_table(prices))
     steps: list[Step] = [Step(step_id=0, source="user", message=ctx.prompt)]
     for number, made in agent_steps(turns, log, scope.generations, model=ctx.model, effort=ctx.effort):
@@ -95,3 +94,13 @@ def collect_evidence(
     write_atomic(result_dir / TRAJECTORY_NAME,
                  orjson.dumps(trajectory.model_dump(mode="json", exclude_none=True), option=orjson.OPT_INDENT_2))
     return trajectory
+
+
+def _transcript_turns(transcript: Transcript | None, fetched: str | None, result_dir: Path) -> list[list[dict]] | None:
+    """The CLI's transcript as brought home now, or as an earlier collect kept it (the guest may be gone since)."""
+    if transcript is None:
+        return None
+    kept = result_dir / TRANSCRIPT_NAME
+    if fetched is None and kept.is_file():
+        fetched = kept.read_text(errors="replace")
+    return transcript.parse(fetched) if fetched is not None else None

@@ -8,7 +8,7 @@ from pathlib import Path
 import orjson
 from pydantic import TypeAdapter, ValidationError
 
-from hcu.computer_use.call_log import CallLogRecord, CallRecord, ShotRecord, StartRecord
+from hcu.computer_use.call_log import BeginRecord, CallLogRecord, CallRecord, ShotRecord, StartRecord
 from hcu.osworld.evidence.atif import STEPS_DIR
 from hcu.osworld.evidence.guest_fetch import CALL_LOG_NAME
 
@@ -22,6 +22,8 @@ class GuestCall:
     screenshot: str | None = None
     """The shot's file relative to the task folder, when it was brought home."""
     offset_sec: float = 0.0
+    finished: bool = True
+    """False for a call computer-use saw begin but not end (the attempt ended during it)."""
 
     @property
     def host_started_at(self) -> float:
@@ -64,6 +66,8 @@ def read_guest_log(result_dir: Path, offset_sec: float) -> GuestLog:
             continue
         if isinstance(record, StartRecord):
             log.starts.append(record)
+        elif isinstance(record, BeginRecord):
+            calls[(record.process, record.seq)] = _in_flight(record, offset_sec)
         elif isinstance(record, CallRecord):
             calls[(record.process, record.seq)] = GuestCall(record, offset_sec=offset_sec)
             if record.dropped:
@@ -73,6 +77,12 @@ def read_guest_log(result_dir: Path, offset_sec: float) -> GuestLog:
             _attach_shot(call, record, result_dir, log)
     log.calls = sorted(calls.values(), key=lambda c: (c.record.started_at, c.record.process, c.record.seq))
     return log
+
+
+def _in_flight(begin: BeginRecord, offset_sec: float) -> GuestCall:
+    record = CallRecord(process=begin.process, seq=begin.seq, tool=begin.tool, arguments=None,
+                        started_at=begin.at, ended_at=begin.at, error=False, result=None)
+    return GuestCall(record, offset_sec=offset_sec, finished=False)
 
 
 def _attach_shot(call: GuestCall, shot: ShotRecord, result_dir: Path, log: GuestLog) -> None:

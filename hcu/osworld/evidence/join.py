@@ -181,9 +181,10 @@ def _result(piece: Piece) -> ObservationResult:
                           screen_height=shot.screen_height)
     extra = ResultExtra(
         error=record.error, screenshot=guest.screenshot, pointer=pointer,
-        guest_started_at=iso(record.started_at), guest_ended_at=iso(record.ended_at),
-        duration_sec=round(record.ended_at - record.started_at, 3),
-        host_started_at=iso(guest.host_started_at), host_ended_at=iso(guest.host_ended_at),
+        guest_started_at=iso(record.started_at), guest_ended_at=iso(record.ended_at) if guest.finished else None,
+        duration_sec=round(record.ended_at - record.started_at, 3) if guest.finished else None,
+        host_started_at=iso(guest.host_started_at), host_ended_at=iso(guest.host_ended_at) if guest.finished else None,
+        in_flight=None if guest.finished else True,
         recorded_by=["cli", "computer-use"] if call.seen_by_cli else ["computer-use"], images=record.images or None,
         clipped_chars=record.clipped_chars or None, dropped=record.dropped,
     )
