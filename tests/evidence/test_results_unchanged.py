@@ -10,6 +10,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from hcu.computer_use.call_log import CALLS_FILE, ENV_DIR
+from hcu.osworld.attempt.mcp_probe import docker_exec_runner, probe
 from tests.computer_use.cu_desktop import GUEST_ARTIFACT, Desktop, start_desktop
 
 pytestmark = [pytest.mark.docker, pytest.mark.artifacts]
@@ -77,3 +78,14 @@ def test_tool_results_are_byte_identical_with_the_call_log_on_and_off(desktop: D
                 if (name in ACTIONS or name == "screenshot") and not calls[seq - 1]["error"]}
     assert set(shots) == expected and all(s["file"] for s in shots.values())
     assert shots[1]["pointer"] == [10, 10] and shots[8]["pointer"] == [10, 10], "screen pixels (half-size shot)"
+
+
+def test_the_mcp_probe_leaves_the_call_log_alone(desktop: Desktop) -> None:
+    """The probe starts the server as the agent will, environment included, but its calls are not the agent's."""
+    folder = "/tmp/hcu-probe-call-log"
+    env = {"DISPLAY": ":0", "DBUS_SESSION_BUS_ADDRESS": "unix:path=/run/user/1000/bus", ENV_DIR: folder}
+    report = probe(docker_exec_runner(desktop.container, "user"), command=GUEST_ARTIFACT,
+                   args=["--channels", "gui,a11y,keyboard"], env=env, channels=["gui", "a11y", "keyboard"])
+    assert report.ok, report.model_dump_json(indent=2)
+    status, _ = desktop.exec(["test", "-e", f"{folder}/{CALLS_FILE}"])
+    assert status == 1, "the probe's calls went into the call log"

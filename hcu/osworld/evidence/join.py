@@ -8,7 +8,8 @@ recorded of its tool calls.
   as a session title, is short). Words and reasoning belong with the next call of their turn; those after a
   turn's last call are its final answer, from its last generation of the agent's model.
 - Generations a turn made are those the token log ended before the runner kept the turn's events.
-- Without a token log, a step starts wherever the CLI's output follows a tool call.
+- Without times (no call log) or without a token log, a step starts wherever the CLI's output follows a tool
+  call; such steps take the turn's generations in order from the last one.
 """
 
 from __future__ import annotations
@@ -52,7 +53,10 @@ def agent_steps(turns: list[CliTurn], log: GuestLog, generations: list[Generatio
     windows = _turn_generations(turns, generations)
     out = []
     for turn, turn_pieces, gens in zip(turns, pieces, windows, strict=True):
-        segments = _by_generation(turn_pieces, gens, model) if gens else _by_output(turn_pieces)
+        if gens and any(p.at is not None for p in turn_pieces):
+            segments = _by_generation(turn_pieces, gens, model)
+        else:
+            segments = _aligned(_by_output(turn_pieces), gens)
         out.append((turn.number, [_step(s, turn.number, model, effort) for s in segments]))
     return out
 
@@ -131,6 +135,16 @@ def _by_output(pieces: list[Piece]) -> list[Segment]:
             segments.append(Segment(None))
         segments[-1].pieces.append(piece)
     return segments
+
+
+def _aligned(segments: list[Segment], gens: list[Generation]) -> list[Segment]:
+    """Untimed output (no call log) paired with the turn's generations from the end: the last output is the last
+    generation's; generations left over (side calls come first) are steps of their own."""
+    paired = min(len(segments), len(gens))
+    for segment, gen in zip(segments[len(segments) - paired:], gens[len(gens) - paired:], strict=True):
+        segment.generation = gen
+    leftover = [Segment(gen) for gen in gens[:len(gens) - paired]]
+    return [*leftover, *segments]
 
 
 def _step(segment: Segment, turn: int, model: str, effort: str | None) -> Step:
