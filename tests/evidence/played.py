@@ -31,7 +31,8 @@ def agent_calls(trajectory: Trajectory) -> list[tuple]:
     for step in trajectory.steps:
         for call, result in zip(step.tool_calls or [], step.observation.results if step.observation else [],
                                 strict=True):
-            tool, arguments = computer_use_tool(call.function_name, call.arguments) or (call.function_name, {})
+            tool, arguments = computer_use_tool(call.function_name, call.arguments) or (call.function_name,
+                                                                                        call.arguments)
             assert result.source_call_id == call.tool_call_id
             out.append((tool, arguments, result.extra))
     return out
@@ -57,8 +58,8 @@ def assert_played(trajectory: Trajectory, result_dir: Path, token_log: Path, sco
                for _, _, extra in calls)
     assert_screens(result_dir, calls)
     click = calls[-1][2]
-    # the screenshot before it was half size: its (100, 100) is the screen's (200, 200)
-    assert (click.pointer.x, click.pointer.y, click.pointer.screen_width) == (200, 200, 1920)
+    # in screen pixels: the resumed turn's server has shown no screenshot yet, so its scale is 1
+    assert (click.pointer.x, click.pointer.y, click.pointer.screen_width) == (100, 100, 1920)
     assert [s.message for s in trajectory.steps if s.source == "user"] == [prompt, RESUME_PROMPT]
     agent_steps = [s for s in trajectory.steps if s.source == "agent"]
     for step in agent_steps:

@@ -17,7 +17,7 @@ TURN_NUMBER = re.compile(re.escape(TURN_EVENTS).replace(r"\{turn\}", r"(\d+)"))
 
 @dataclass
 class CliCall:
-    call_id: str | None
+    call_id: str
     function_name: str
     """As the CLI offered it to the model (`mcp__cu__click`, `mcp_cu_click`, `use_tool`)."""
     arguments: dict[str, Any]
@@ -61,12 +61,13 @@ def read_turns(result_dir: Path, adapter: AgentAdapter,
         number = numbers[index] if index < len(numbers) else numbers[-1] + index - len(numbers) + 1
         kept = files[index][1].stat().st_mtime if index < len(files) else None
         session = outcomes[index].session_id if index < len(outcomes) else None
-        turns.append(CliTurn(number, cli_items(items), kept, session))
+        turns.append(CliTurn(number, cli_items(items, number), kept, session))
     return turns
 
 
-def cli_items(trace: list[dict]) -> list[CliItem]:
-    """Normalised trace items (events.EventLog) as messages, reasoning, calls (their results joined) and errors."""
+def cli_items(trace: list[dict], turn: int) -> list[CliItem]:
+    """Normalised trace items (events.EventLog) as messages, reasoning, calls (their results joined) and errors.
+    A call the CLI gave no id is named by its turn and place."""
     items: list[CliItem] = []
     calls: dict[str, CliCall] = {}
     for entry in trace:
@@ -74,10 +75,9 @@ def cli_items(trace: list[dict]) -> list[CliItem]:
         if kind in ("message", "reasoning", "error"):
             items.append(CliItem(kind, str(entry.get("text") or "")))
         elif kind == "tool_call":
-            call = cli_call(entry)
+            call = cli_call(entry, f"turn-{turn}-call-{len(calls) + 1}")
             items.append(CliItem("call", call=call))
-            if call.call_id:
-                calls[call.call_id] = call
+            calls[call.call_id] = call
         elif kind == "tool_result":
             call = calls.get(str(entry.get("call_id"))) or _last_open_call(items)
             if call is not None:
@@ -85,7 +85,7 @@ def cli_items(trace: list[dict]) -> list[CliItem]:
     return items
 
 
-def cli_call(entry: dict) -> CliCall:
+def cli_call(entry: dict, default_id: str) -> CliCall:
     name, arguments = str(entry.get("name")), entry.get("arguments")
     if entry.get("server"):  # Codex names the server and the tool apart (its namespace `mcp__<server>`)
         name = f"mcp__{entry['server']}__{name}"
@@ -93,7 +93,7 @@ def cli_call(entry: dict) -> CliCall:
         arguments = {} if arguments is None else {"input": arguments}
     reached = computer_use_tool(name, arguments)
     failed = bool(entry.get("error")) or entry.get("status") == "failed"
-    return CliCall(call_id=entry.get("call_id") or entry.get("id"), function_name=name, arguments=arguments,
+    return CliCall(call_id=str(entry.get("call_id") or default_id), function_name=name, arguments=arguments,
                    tool=reached[0] if reached else None, tool_arguments=reached[1] if reached else {},
                    result=entry.get("error") or entry.get("result"), error=failed)
 

@@ -68,8 +68,8 @@ def _pieces(turns: list[CliTurn], log: GuestLog) -> list[list[Piece]]:
         call = piece.item.call
         if call is not None and call.tool is not None:
             piece.guest = _take_record(pending, call)
+    ends = [t.ended_at for t in turns]
     for record in pending:  # computer-use saw a call the CLI did not show: joined by time
-        ends = [t.ended_at for t in turns]
         index = next((i for i, end in enumerate(ends) if end is not None and record.host_started_at <= end),
                      len(turns) - 1)
         _insert_by_time(per_turn[index], Piece(_recorded_only(record), record))
@@ -173,20 +173,14 @@ def _step(segment: Segment, turn: int, model: str, effort: str | None) -> Step:
 def _tool_call(piece: Piece) -> ToolCall:
     call = piece.item.call
     assert call is not None
-    return ToolCall(tool_call_id=_call_id(piece), function_name=call.function_name, arguments=call.arguments)
-
-
-def _call_id(piece: Piece) -> str:
-    call = piece.item.call
-    assert call is not None
-    return call.call_id or (piece.guest.key if piece.guest else f"call-{id(call)}")
+    return ToolCall(tool_call_id=call.call_id, function_name=call.function_name, arguments=call.arguments)
 
 
 def _result(piece: Piece) -> ObservationResult:
     call, guest = piece.item.call, piece.guest
     assert call is not None
     if guest is None:
-        return ObservationResult(source_call_id=_call_id(piece), content=_text(call.result),
+        return ObservationResult(source_call_id=call.call_id, content=_text(call.result),
                                  extra=ResultExtra(error=call.error, recorded_by=["cli"]))
     record, shot = guest.record, guest.shot
     pointer = None
@@ -203,7 +197,7 @@ def _result(piece: Piece) -> ObservationResult:
         clipped_chars=record.clipped_chars or None, dropped=record.dropped,
     )
     content = record.result if record.result is not None else _text(call.result)
-    return ObservationResult(source_call_id=_call_id(piece), content=content, extra=extra)
+    return ObservationResult(source_call_id=call.call_id, content=content, extra=extra)
 
 
 def _text(value: object) -> str | None:
