@@ -16,4 +16,5 @@
 - `summary/`: scores, intervals and reports of a run.
 - `evidence/`: what an attempt keeps to explain its score (trajectory.json in ATIF, step screenshots, the screen
   recording) and the export to OSWorld's own result layout.
+- `view/`: the run viewer (`python -m hcu.osworld.view`): a run directory as pages, served or exported.
 """
