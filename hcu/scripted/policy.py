@@ -13,6 +13,7 @@ hangs) are scripted per step; only they keep a counter.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
 import uuid
 from collections import Counter
@@ -82,6 +83,8 @@ class Policy(BaseModel):
     final_message: str = "Done.\nTASK_COMPLETE"
     never_finish: bool = False
     """After the steps, keep repeating them instead of answering (budget and no-progress tests)."""
+    think_sec: float = Field(default=0.0, ge=0, le=600)
+    """How long the model takes before each answer (benchmarks of a phase paced like a real model's)."""
     faults: list[Fault] = Field(default_factory=list)
 
 
@@ -115,6 +118,7 @@ class PolicyResponder:
         if found is None:
             return TextReply(text=self.file.unmatched_text)
         name, policy = found
+        await asyncio.sleep(policy.think_sec)
         step = tool_results(req.api, body)
         fault = self._fault(name, policy, step, text)
         if fault is not None:

@@ -48,9 +48,9 @@ class LiveRun:
     version: str
 
     def run_agent(self, **limits: float) -> AgentOutcome:
-        gateway = GatewayWatch(self.stack.gateway_url, self.ctx.scope, away_sec=30, secret=self.credential.secret)
-        settings = {"timeout_sec": 300.0, "no_progress_sec": 120.0, "resume_delay_sec": 1.0, "poll_sec": 0.5,
-                    **limits}
+        gateway = GatewayWatch(self.stack.gateway_url, self.ctx.scope, away_sec=30.0, secret=self.credential.secret)
+        settings = {"timeout_sec": 300.0, "no_progress_sec": 120.0, "resume_delay_sec": 1.0, "gateway_away_sec": 30.0,
+                    "poll_sec": 0.5, **limits}
         return run_agent(self.api, self.adapter, self.plan, gateway=gateway, work_dir=HOME,
                          state_dir=f"{GUEST_ROOT}/run", result_dir=self.result_dir, token_log=self.token_log,
                          credential=self.credential, limits=AgentLimits(**settings))

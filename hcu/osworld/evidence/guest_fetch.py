@@ -16,7 +16,7 @@ from pathlib import Path
 
 import orjson
 
-from hcu.computer_use.call_log import CALLS_FILE, DEFAULT_CAP_BYTES, DROP_MARGIN_BYTES
+from hcu.computer_use.call_log import CALLS_FILE, DEFAULT_CAP_BYTES, DROP_MARGIN_BYTES, SHOTS_DIR
 from hcu.defaults import EVIDENCE
 from hcu.osworld.evidence.atif import STEPS_DIR
 from hcu.osworld.evidence.redact import Redactor
@@ -28,7 +28,7 @@ CALL_LOG_NAME = CALLS_FILE
 TRANSCRIPT_NAME = "transcript.jsonl"
 """The CLI's transcript's copy in the task folder (images and credentials removed)."""
 JPEG_START = b"\xff\xd8\xff"
-SHOT_NAME = re.compile(r"shots/([A-Za-z0-9_-]{1,40}\.jpg)")
+SHOT_NAME = re.compile(re.escape(SHOTS_DIR) + r"/[A-Za-z0-9_-]{1,40}\.jpg")
 """What computer-use names its shots; anything else in an untrusted guest's log is not fetched."""
 IMAGE_DATA = r"s#(data:image/[A-Za-z0-9.+-]+;base64,)[A-Za-z0-9+/=]+#\1[omitted]#g"
 """sed: a transcript's inline images (megabytes each) stay in the guest."""
