@@ -10,7 +10,6 @@ from hcu.osworld.agents import AGENT_NAMES, get_adapter
 from hcu.osworld.evidence.collect import guest_evidence_dir
 from tests.agents.conftest import make_context, require_artifact
 
-
 # Codex's plan reads the model catalog from the real binary, so its rendering needs the artifact.
 AGENTS = [pytest.param(n, marks=pytest.mark.artifacts) if n == "codex" else n for n in AGENT_NAMES]
 
