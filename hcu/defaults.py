@@ -103,3 +103,20 @@ class GatewayDefaults(BaseModel):
 
 
 GATEWAY = GatewayDefaults()
+
+
+class EvidenceDefaults(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    guest_dir: str = "evidence"
+    """Under the guest's hcu folder: where computer-use keeps the attempt's call log and step screenshots (its
+    size cap is computer-use's own, `hcu.computer_use.call_log.DEFAULT_CAP_BYTES`)."""
+    collect_timeout_sec: float = 120.0
+    """Longest the collect phase spends bringing the call log and screenshots home."""
+    transcript_max_bytes: int = 16 * 1024 * 1024
+    """A CLI's own transcript (images removed in the guest), where its event stream lacks the tool calls."""
+    recording_max_bytes: int = 2 * 1024**3
+    """The longest screen recording brought home (~5 h of a 1080p desktop)."""
+
+
+EVIDENCE = EvidenceDefaults()
