@@ -31,6 +31,8 @@ from hcu.osworld.attempt.result import Usage
 from hcu.osworld.attempt.scope_credential import GatewayCredential, check_scope_key, gateway_credential
 from hcu.osworld.attempt.usage import usage_for_scope
 from hcu.osworld.errors import ConfigurationError
+from hcu.osworld.evidence.collect import collect_evidence, guest_evidence_dir
+from hcu.osworld.evidence.recording import recording
 from hcu.osworld.settings import INSTRUCTIONS, AttemptSettings
 
 log = logging.getLogger("hcu.run_task")
@@ -102,9 +104,11 @@ def agent(state: AgentAttempt) -> None:
     s = state.settings
     gateway = GatewayWatch(s.gateway, state.attempt.gateway_scope, away_sec=s.gateway_away_seconds,
                            secret=state.credential.secret)
-    state.outcome = run_agent(state.guest.api, state.adapter, state.plan, gateway=gateway, work_dir=GUEST.home,
-                              state_dir=f"{GUEST_ROOT}/run", result_dir=state.result_dir, token_log=s.token_log,
-                              credential=state.credential, limits=AgentLimits.of(s))
+    with recording(state.guest.api, state.result_dir, enabled=s.record_video) as report:
+        state.meta.recording = report  # a recording that fails never fails the attempt: the report says why
+        state.outcome = run_agent(state.guest.api, state.adapter, state.plan, gateway=gateway, work_dir=GUEST.home,
+                                  state_dir=f"{GUEST_ROOT}/run", result_dir=state.result_dir, token_log=s.token_log,
+                                  credential=state.credential, limits=AgentLimits.of(s))
     state.meta.agent = state.outcome
 
 
@@ -121,9 +125,28 @@ def settle(state: AgentAttempt) -> None:
 
 
 def collect(state: AgentAttempt) -> None:
-    """The attempt's usage, from the gateway's token-log rows of its scope (whatever ended it)."""
-    if state.settings.token_log is not None:
-        state.usage = usage_for_scope(state.settings.token_log, state.attempt.gateway_scope)
+    """Whatever ended the attempt: its usage, from the gateway's token-log rows of its scope, and its evidence,
+    trajectory.json with the step screenshots (the guest is still up: cleanup comes after)."""
+    s = state.settings
+    if s.token_log is not None:
+        state.usage = usage_for_scope(s.token_log, state.attempt.gateway_scope)
+    if state.context is None or state.adapter is None:
+        return  # ended before an agent was rendered: no step to keep
+    try:
+        collect_evidence(state.guest.api if state.guest else None, state.result_dir, agent=state.adapter.name,
+                         ctx=state.context, agent_version=state.meta.agent_version, token_log=s.token_log,
+                         ended=_ended(state), secrets=[state.credential.secret if state.credential else None],
+                         attempt_id=str(state.attempt))
+    except Exception as exc:  # evidence never decides an outcome; meta.json says what is missing
+        log.error("[%s] evidence not collected: %s", state.attempt, exc)
+        state.meta.evidence_error = f"{type(exc).__name__}: {exc}"
+
+
+def _ended(state: AgentAttempt) -> str | None:
+    """Why the attempt ended, as the trajectory records it: the agent's outcome, or the failure that ended it."""
+    if state.outcome is not None:
+        return state.outcome.failure_classification or state.outcome.termination_reason
+    return state.failure.classification if state.failure else None
 
 
 def _context(s: AttemptSettings, scope: str, instruction: str, gateway_token: str) -> AgentContext:
@@ -135,7 +158,8 @@ def _context(s: AttemptSettings, scope: str, instruction: str, gateway_token: st
         scope=scope, gateway_url=s.gateway, model=s.model, effort=s.effort,
         channels=list(parse_channels(",".join(s.channels), code_mode=s.code_mode)), code_mode=s.code_mode,
         base_instructions=s.base_instructions_file.read_text(), profile_instructions=profile or None,
-        prompt=instruction + PROTOCOL, session_id=str(uuid.uuid4()), gateway_token=gateway_token)
+        prompt=instruction + PROTOCOL, session_id=str(uuid.uuid4()), gateway_token=gateway_token,
+        call_log_dir=guest_evidence_dir(GUEST_ROOT))
 
 
 def artifact_identity(plan: AgentPlan, artifact_dir: Path, mcp: Path) -> dict[str, ArtifactRecord]:

@@ -17,6 +17,7 @@ from typing import Any
 
 from hcu.osworld.attempt.app_check import AppCheck
 from hcu.osworld.attempt.background import in_background
+from hcu.osworld.attempt.failures import Failure
 from hcu.osworld.attempt.identity import AttemptId
 from hcu.osworld.attempt.meta import AttemptMeta, GuestRecord, OSWorldRecord
 from hcu.osworld.attempt.runner import PhaseLog
@@ -55,6 +56,8 @@ class AttemptState:
     reused_osworld: bool = False
     """The OSWorld process belongs to the caller (a sweep worker's): opened on this guest, left running."""
     evaluation: EvalResult | None = None
+    failure: Failure | None = None
+    """What ended the attempt, for the closing phases (the runner sets it before they run)."""
     warming: Future[None] | None = None
     """OSWorld's code loading in the OSWorld process while the guest boots (and the task's evaluator checked)."""
     meta: AttemptMeta = field(init=False)

@@ -19,7 +19,7 @@ from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Generic, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 from hcu.osworld.attempt.background import in_background
 from hcu.osworld.attempt.failures import Failure, translate
@@ -30,7 +30,12 @@ from hcu.record_io import write_json
 
 log = logging.getLogger("hcu.run_task")
 
-S = TypeVar("S")
+class AttemptRecord(Protocol):
+    failure: Failure | None
+    """What ended the attempt, set before the closing phases run."""
+
+
+S = TypeVar("S", bound=AttemptRecord)
 
 
 class PhaseLog:
@@ -143,6 +148,7 @@ def run_phases(state: S, phases: Sequence[Phase[S]], closing: Sequence[Phase[S]]
         if not isinstance(exc, Exception) and failure.classification == "runner":
             raise
     finally:
+        state.failure = failure  # what the closing phases may need to know (e.g. why the evidence ends)
         for phase in closing:
             try:
                 with log_.phase(phase.name):
