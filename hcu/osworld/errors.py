@@ -13,6 +13,7 @@ from typing import Literal
 
 FailureClass = Literal[
     "guest",  # the container/VM did not start, did not become ready in time, or died
+    "guest_memory",  # the guest's image refused to start: RAM_SIZE plus its overhead exceeded free memory (exit 17)
     "setup",  # the task's setup steps failed or overran the phase timeout
     "gateway",  # the gateway was unreachable (past the tolerated absence) or its budget differs from the config
     "probe",  # executables or the MCP probe failed before the agent started
@@ -41,6 +42,9 @@ class ErrorPolicy:
     """How long the queue holds new launches after this failure (a rate-limited run cools down)."""
     exit_status: int = 1
     """run_task's exit status for an attempt that ended here."""
+    lowers_active_tasks: bool = False
+    """The queue runs one attempt fewer at once from then on (never fewer than one): the hosts had less memory
+    than the queue's concurrency assumed, so its retry is not a blind one."""
 
 
 CLEAN = ErrorPolicy(retry=False, scored=True, zero_on_limit=True, exit_status=0)
@@ -50,6 +54,7 @@ _UNSCORED = ErrorPolicy(retry=False, scored=False, zero_on_limit=False)
 
 POLICIES: dict[str, ErrorPolicy] = {
     "guest": _INFRASTRUCTURE,
+    "guest_memory": ErrorPolicy(retry=True, scored=False, zero_on_limit=False, lowers_active_tasks=True),
     "setup": _INFRASTRUCTURE,
     "gateway": _INFRASTRUCTURE,
     "probe": _INFRASTRUCTURE,
@@ -105,6 +110,13 @@ class GuestError(PhaseError):
     classification = "guest"
 
 
+class GuestMemoryError(GuestError):
+    """The guest's image exited for lack of memory (the official image's exit 17) although hcu's memory admission
+    let it start: something outside hcu took the memory meanwhile."""
+
+    classification = "guest_memory"
+
+
 class SetupError(PhaseError):
     classification = "setup"
 
@@ -123,7 +135,8 @@ class EvaluatorError(PhaseError):
 
 class ConfigurationError(PhaseError):
     """A missing or wrong prerequisite (KVM, an image, a binary, an artifact, a task file, an asset missing
-    from an offline cache, an image smaller than volume_size): retrying cannot help."""
+    from an offline cache, an image smaller than volume_size, a client_password the guest refuses, a guest
+    larger than the host's memory): retrying cannot help."""
 
     classification = "configuration"
 
