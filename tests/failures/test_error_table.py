@@ -26,8 +26,9 @@ def test_every_class_has_one_policy() -> None:
     assert policy_for(None) is CLEAN and CLEAN.scored and not CLEAN.retry
     assert policy_for("a-class-from-another-version") == POLICIES["runner"], "unknown: neither retried nor scored"
     infrastructure = {name for name, p in POLICIES.items() if p.retry}
-    assert infrastructure == {"guest", "setup", "gateway", "probe", "upstream_rate_limit", "upstream_error",
-                              "interrupted", "node_lost"}
+    assert infrastructure == {"guest", "guest_memory", "setup", "gateway", "probe", "upstream_rate_limit",
+                              "upstream_error", "interrupted", "node_lost"}
+    assert [name for name, p in POLICIES.items() if p.lowers_active_tasks] == ["guest_memory"]
     assert not any(p.scored for p in POLICIES.values()), "a failure never yields the evaluator's score"
     assert [name for name, p in POLICIES.items() if p.stop_queue] == ["configuration"]
 

@@ -15,9 +15,9 @@ from docker.models.containers import Container
 
 from hcu.osworld.attempt.identity import AttemptId
 from hcu.osworld.guest.docker_engine import docker_client
-from tests.guest.conftest import QEMU_RUNNER_IMAGE
+from tests.guest.conftest import QEMU_RUNNER_IMAGE, QEMU_RUNNER_REPO
 
-KVM_RUNNER_IMAGE = "hcu-qemu-guest:latest"
+KVM_RUNNER_IMAGE = f"{QEMU_RUNNER_REPO}:latest"
 
 
 @contextlib.contextmanager

@@ -229,13 +229,12 @@ def _check_prerequisites(client: docker.DockerClient, spec: GuestSpec) -> Contai
     (never retried), what no attempt could boot: a bad guest image, or no KVM for an image that needs it."""
     if spec.kind == "qemu":
         overlays.check_image(Path(spec.image), spec.volume_size_gb)
+        if host.boots_with_kvm(client, spec.container_image):  # asked before a pull: the official image does
+            host.check_kvm()
     try:
-        image = container_image.resolve(client, spec.container_image, pull=spec.kind == "qemu")
+        return container_image.resolve(client, spec.container_image, pull=spec.kind == "qemu")
     except docker.errors.ImageNotFound:
         raise ConfigurationError(f"image {spec.image} not found: build it with `make test-desktop`") from None
-    if spec.kind == "qemu" and host.boots_with_kvm(client, image.id):
-        host.check_kvm()
-    return image
 
 
 def _create_overlay(spec: GuestSpec, attempt: AttemptId, work_dir: Path) -> Path | None:
