@@ -18,7 +18,7 @@ from PIL import Image
 from pydantic import ValidationError
 
 from hcu.osworld.attempt.identity import AttemptId
-from hcu.osworld.errors import ConfigurationError, GuestError
+from hcu.osworld.errors import ConfigurationError, GuestError, policy_for
 from hcu.osworld.guest import ports as port_leases
 from hcu.osworld.guest.api import GuestAPIError
 from hcu.osworld.guest.docker_engine import docker_client
@@ -39,6 +39,7 @@ MakeQcow2 = Callable[[str, str], Path]
 
 READINESS = [
     "image checked",
+    "memory admitted",
     "resources created",
     "container running",
     "api answers",
@@ -246,11 +247,30 @@ def test_port_leases_are_disjoint_across_processes() -> None:
 
 
 @pytest.mark.docker
-def test_sudo_check_fails_on_a_wrong_password_without_naming_it(desktop_guest: Guest) -> None:
-    with pytest.raises(RuntimeError) as failed:
+def test_a_password_the_guest_refuses_is_a_configuration_error_naming_client_password(
+    desktop_guest: Guest,
+) -> None:
+    """Told apart from a guest not ready yet: at once, never retried, the password itself never in the message."""
+    with pytest.raises(ConfigurationError) as refused:
         check_sudo(desktop_guest.api, "not-the-password-42")
-    assert "sudo with client_password failed" in str(failed.value)
-    assert "not-the-password-42" not in str(failed.value)
+    assert str(refused.value).startswith("client_password: the guest's sudo refuses it")
+    assert "not-the-password-42" not in str(refused.value)
+    assert not policy_for(refused.value.classification).retry
+
+
+@pytest.mark.docker
+def test_sudo_that_fails_otherwise_is_a_guest_not_ready_yet(desktop_guest: Guest) -> None:
+    """sudo not runnable (as on a guest whose API answers before the rest of it is up): tried again for the
+    settle time, then a guest failure (retried), not a configuration one."""
+    with contextlib.closing(docker_client()) as client:
+        container = client.containers.get(desktop_guest.container_id)
+        assert container.exec_run(["chmod", "000", "/usr/bin/sudo"], user="root").exit_code == 0
+        try:
+            with pytest.raises(RuntimeError, match=r"^sudo with client_password failed for 2 s: returncode 126"):
+                check_sudo(desktop_guest.api, "password", settle_sec=2)
+        finally:
+            assert container.exec_run(["chmod", "4755", "/usr/bin/sudo"], user="root").exit_code == 0
+    check_sudo(desktop_guest.api, "password")
 
 
 @pytest.mark.docker
@@ -312,12 +332,8 @@ def test_qemu_container_config(make_qcow2: MakeQcow2, tmp_path: Path) -> None:
     assert config["image"] == pinned and config["name"] == "hcu-r-t-2"
     assert config["labels"] == attempt.labels()
     assert config["devices"] == ["/dev/kvm:/dev/kvm:rwm"] and config["cap_add"] == ["NET_ADMIN"]
-    assert config["environment"] == {
-        "RAM_SIZE": "8G",
-        "CPU_CORES": "2",
-        "DISK_SIZE": "1G",
-        "CLIENT_PASSWORD": "password",
-    }
+    assert config["environment"] == {"RAM_SIZE": "8G", "CPU_CORES": "2", "DISK_SIZE": "1G"}, (
+        "the official image's password is the one in its qcow2: no CLIENT_PASSWORD")
     assert config["ports"] == {
         "5000/tcp": ("172.17.0.1", 20000),
         "9222/tcp": ("172.17.0.1", 20001),

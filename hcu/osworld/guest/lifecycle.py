@@ -27,7 +27,7 @@ from hcu.defaults import BENCHMARKS, GUEST
 from hcu.osworld.attempt import interrupts
 from hcu.osworld.attempt.identity import AttemptId
 from hcu.osworld.errors import ConfigurationError
-from hcu.osworld.guest import container_image, host, memory, readiness
+from hcu.osworld.guest import container_image, memory, readiness
 from hcu.osworld.guest import overlay as overlays
 from hcu.osworld.guest import ports as port_leases
 from hcu.osworld.guest.api import GuestAPI
@@ -35,6 +35,7 @@ from hcu.osworld.guest.bridge import bridge_address
 from hcu.osworld.guest.console import ContainerWatch
 from hcu.osworld.guest.container_image import ContainerImage
 from hcu.osworld.guest.docker_engine import docker_client
+from hcu.osworld.guest.host import KVM_DEVICE, boots_with_kvm, check_kvm
 from hcu.osworld.guest.ports import CONTAINER_PORTS, GuestPorts
 from hcu.osworld.guest.progress import WaitNote
 from hcu.osworld.guest.readiness import Readiness, ReadinessStep
@@ -125,16 +126,17 @@ def container_config(
             "RAM_SIZE": spec.ram_size,
             "CPU_CORES": str(spec.cpu_cores),
             "DISK_SIZE": f"{spec.volume_size_gb}G",
-            "CLIENT_PASSWORD": spec.client_password,
         },
         "ports": {f"{CONTAINER_PORTS[key]}/tcp": (host, port) for key, port in ports.model_dump().items()},
         "volumes": {volume_name(name): {"bind": STORAGE_MOUNT, "mode": "rw"}},
     }
+    if spec.kind == "test-desktop":  # it sets its user's password from it; the official image's is baked in
+        config["environment"]["CLIENT_PASSWORD"] = spec.client_password
     if spec.kind == "qemu":
         if overlay is None:
             raise ValueError("a qemu guest needs its overlay")
         base = str(Path(spec.image).resolve())
-        config["devices"] = [f"{host.KVM_DEVICE}:{host.KVM_DEVICE}:rwm"]
+        config["devices"] = [f"{KVM_DEVICE}:{KVM_DEVICE}:rwm"]
         config["cap_add"] = ["NET_ADMIN"]
         # the overlay names its backing file by absolute host path: mount the image there, read-only
         config["volumes"] |= {
@@ -168,20 +170,19 @@ def start_guest(
             note.detail = _admit_memory(client, spec, attempt, progress_file or work_dir.parent / "progress.json")
         with steps.step("resources created"):
             _remove_resources(client, name, keep_memory=True)  # this attempt's leftovers, if a crashed run left any
-            host_address = bridge_address(client)
+            host = bridge_address(client)
             overlay = _create_overlay(spec, attempt, work_dir)
             with interrupts.held():  # each call has the client's timeout
                 client.volumes.create(name=volume_name(name), labels=attempt.labels())
             with port_leases.publishing_lock():
-                ports = port_leases.allocate(client, name, attempt.labels(), host_address)
-                config = container_config(spec, attempt, image=image.pinned, ports=ports, host=host_address,
-                                          overlay=overlay)
+                ports = port_leases.allocate(client, name, attempt.labels(), host)
+                config = container_config(spec, attempt, image=image.pinned, ports=ports, host=host, overlay=overlay)
                 with interrupts.held():  # each call has the client's timeout
                     container = client.containers.create(**config)
             container.start()
-        api = GuestAPI(f"http://{host_address}:{ports.api}", secret=spec.client_password)
+        api = GuestAPI(f"http://{host}:{ports.api}", secret=spec.client_password)
         _gate(steps, spec, ContainerWatch(container, name), api, deadline)
-        return Guest(attempt, spec, name, container.id, host_address, ports, api, overlay, image, steps.steps)
+        return Guest(attempt, spec, name, container.id, host, ports, api, overlay, image, steps.steps)
     except BaseException as exc:
         exc.readiness = steps.steps  # type: ignore[attr-defined]
         if created:
@@ -229,8 +230,8 @@ def _check_prerequisites(client: docker.DockerClient, spec: GuestSpec) -> Contai
     (never retried), what no attempt could boot: a bad guest image, or no KVM for an image that needs it."""
     if spec.kind == "qemu":
         overlays.check_image(Path(spec.image), spec.volume_size_gb)
-        if host.boots_with_kvm(client, spec.container_image):  # asked before a pull: the official image does
-            host.check_kvm()
+        if boots_with_kvm(client, spec.container_image):  # asked before a pull: the official image does
+            check_kvm()
     try:
         return container_image.resolve(client, spec.container_image, pull=spec.kind == "qemu")
     except docker.errors.ImageNotFound:
