@@ -31,7 +31,7 @@ from pydantic import BaseModel
 from hcu.defaults import GUEST
 from hcu.osworld.errors import ConfigurationError
 from hcu.osworld.guest.host import HostMemory, gib, read_memory, size_bytes
-from hcu.osworld.guest.state_dir import locked_table, pid_alive
+from hcu.osworld.guest.state_dir import drop_matching, locked_table, pid_alive
 
 log = logging.getLogger(__name__)
 
@@ -123,8 +123,4 @@ def release(owner: str) -> None:
 
 def release_matching(labels: dict[str, str]) -> list[str]:
     """Release every reservation whose labels include all of `labels`; returns the owners released."""
-    with locked_table(LEDGER, Reservation) as ledger:
-        owners = [o for o, r in ledger.items() if labels.items() <= r.labels.items()]
-        for owner in owners:
-            del ledger[owner]
-        return owners
+    return drop_matching(LEDGER, Reservation, labels)

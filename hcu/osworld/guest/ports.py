@@ -21,7 +21,7 @@ import docker
 from filelock import FileLock
 from pydantic import BaseModel
 
-from hcu.osworld.guest.state_dir import LOCK_TIMEOUT_SEC, locked_table, pid_alive
+from hcu.osworld.guest.state_dir import LOCK_TIMEOUT_SEC, drop_matching, locked_table, pid_alive
 
 PORT_RANGE_START = 20000
 PORT_RANGE_END = 32000
@@ -107,8 +107,4 @@ def release(owner: str) -> None:
 
 def release_matching(labels: dict[str, str]) -> list[str]:
     """Release every lease whose labels include all of `labels`; returns the owners released."""
-    with locked_table(LEASES, PortLease) as leases:
-        owners = [o for o, lease in leases.items() if labels.items() <= lease.labels.items()]
-        for owner in owners:
-            del leases[owner]
-        return owners
+    return drop_matching(LEASES, PortLease, labels)

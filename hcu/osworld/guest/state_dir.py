@@ -43,6 +43,15 @@ def locked_table(name: str, model: type[M]) -> Iterator[dict[str, M]]:
         write_json(path, {owner: entry.model_dump(mode="json") for owner, entry in table.items()})
 
 
+def drop_matching(name: str, model: type[M], labels: dict[str, str]) -> list[str]:
+    """Drop every entry of the table whose `labels` include all of `labels`; returns their owners."""
+    with locked_table(name, model) as table:
+        owners = [owner for owner, entry in table.items() if labels.items() <= entry.labels.items()]
+        for owner in owners:
+            del table[owner]
+        return owners
+
+
 def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
