@@ -22,7 +22,7 @@ from hcu.osworld.guest.memory import Reservation
 from hcu.osworld.guest.removal import cleanup
 from hcu.osworld.guest.state_dir import locked_table
 from tests.guest.conftest import QEMU_RUNNER_IMAGE
-from tests.guest.test_host import host_proc
+from tests.guest.host_files import host_proc
 from tests.session import unique_run_id
 
 RED, RESET = "\x1b[1;31m", "\x1b[0m"

@@ -22,6 +22,7 @@ from hcu.osworld.errors import ConfigurationError, GuestError, policy_for
 from hcu.osworld.guest import ports as port_leases
 from hcu.osworld.guest.api import GuestAPIError
 from hcu.osworld.guest.docker_engine import docker_client
+from hcu.osworld.guest.host import HOST_PROC_ENV
 from hcu.osworld.guest.lifecycle import (
     Guest,
     GuestPorts,
@@ -34,6 +35,7 @@ from hcu.osworld.guest.lifecycle import (
 )
 from hcu.osworld.guest.overlay import check_image, image_info
 from hcu.osworld.guest.readiness import check_sudo, grow_filesystem, is_blank
+from tests.guest.host_files import host_proc
 
 MakeQcow2 = Callable[[str, str], Path]
 
@@ -165,7 +167,10 @@ def test_failed_readiness_names_the_step_and_removes_everything(
     new_attempt: Callable[..., AttemptId],
     make_qcow2: MakeQcow2,
     tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # the test desktop's image in the official kind's place: a host whose CPU shows vmx (it asks for KVM)
+    monkeypatch.setenv(HOST_PROC_ENV, str(host_proc(tmp_path / "proc")))
     image = test_desktop_image if kind == "test-desktop" else str(make_qcow2("base.qcow2", "1G"))
     spec = GuestSpec(
         kind=kind,

@@ -31,20 +31,8 @@ from hcu.osworld.guest.host import (
 from hcu.osworld.guest.lifecycle import GuestSpec, start_guest
 from hcu.osworld.settings import GuestSettings
 from tests.guest.conftest import QEMU_RUNNER_IMAGE, QEMU_RUNNER_REPO
+from tests.guest.host_files import host_proc
 from tests.session import unique_run_id
-
-INTEL_FLAGS = "fpu vme de pse tsc msr pae mce cx8 apic sep mtrr pge mca cmov vmx ept"
-
-
-def host_proc(folder: Path, *, flags: str = INTEL_FLAGS, total_kib: int = 8 << 20,
-              available_kib: int = 6 << 20) -> Path:
-    """A folder with a meminfo and a cpuinfo (two CPUs) in the kernel's formats."""
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "meminfo").write_text(f"MemTotal:       {total_kib} kB\nMemFree:        {available_kib // 2} kB\n"
-                                    f"MemAvailable:   {available_kib} kB\nBuffers:          1024 kB\n")
-    cpu = "processor\t: {n}\nvendor_id\t: GenuineIntel\nmodel name\t: Test CPU\nflags\t\t: {flags}\n\n"
-    (folder / "cpuinfo").write_text("".join(cpu.format(n=n, flags=flags) for n in range(2)))
-    return folder
 
 
 def writable_device(tmp_path: Path) -> Path:

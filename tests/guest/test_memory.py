@@ -26,7 +26,7 @@ from hcu.osworld.guest.memory import Reservation, need_bytes, shortfall
 from hcu.osworld.guest.removal import cleanup
 from hcu.osworld.guest.state_dir import STATE_DIR_ENV, locked_table
 from hcu.record_io import write_json
-from tests.guest.test_host import host_proc
+from tests.guest.host_files import host_proc
 from tests.guest.waiting import wait_for
 from tests.session import unique_run_id
 

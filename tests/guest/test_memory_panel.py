@@ -19,7 +19,7 @@ from hcu.demo.stand_in import free_port
 from hcu.osworld.guest.bridge import bridge_address
 from hcu.osworld.guest.host import HOST_PROC_ENV
 from tests.demo_panel import demo_config
-from tests.guest.test_host import host_proc
+from tests.guest.host_files import host_proc
 
 pytestmark = [pytest.mark.docker, pytest.mark.artifacts, pytest.mark.osworld, pytest.mark.timeout(1800)]
 
