@@ -155,8 +155,8 @@ def start_guest(
     `work_dir` holds the guest's files (its overlay, the console of a failed boot), inside the attempt's result
     directory; `progress_file` is the attempt's progress.json (default: the one in that result directory), where
     a wait for memory shows. Raises GuestError naming the failed step (its `readiness` attribute holds the steps
-    so far), ConfigurationError for what no attempt could boot; on any failure, including an interrupt,
-    everything this call created is removed."""
+    so far; GuestMemoryError when the image exited for lack of memory), ConfigurationError for what no attempt
+    could boot; on any failure, including an interrupt, everything this call created is removed."""
     deadline = time.monotonic() + boot_timeout_sec
     name = container_name(attempt)
     steps = Readiness(name)
