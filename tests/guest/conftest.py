@@ -27,7 +27,8 @@ being built)."""
 QEMU_RUNNER_IMAGE = f"{QEMU_RUNNER_REPO}:tcg"
 """The QEMU stand-in asked to boot with TCG: this CI machine's /dev/kvm is PVM, which runs only PVM-enabled kernels
 natively (scripts/qemu-guest/README.md); `:latest` is the same image booting with KVM."""
-QEMU_GUEST_DISK = REPO_ROOT / "build" / "qemu-guest" / "test-desktop.qcow2"
+QEMU_GUEST_DISK = (REPO_ROOT / "build" / "qemu-guest" / "test-desktop.qcow2").resolve()
+"""Resolved, as hcu resolves a guest image (build/ may be a link, e.g. in a second worktree)."""
 
 
 @pytest.fixture(scope="session")
