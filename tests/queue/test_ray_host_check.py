@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -14,7 +15,6 @@ import pytest
 from hcu.osworld.guest.host import HOST_PROC_ENV
 from hcu.osworld.queue.panel import QueueStopped
 from tests.guest.host_files import host_proc
-from tests.queue.ray_cluster import TestCluster
 
 pytestmark = [pytest.mark.docker, pytest.mark.ray]
 
@@ -23,7 +23,7 @@ NO_KVM_NODE = "node-no-kvm"
 
 
 @pytest.fixture
-def no_kvm_node(ray_cluster: TestCluster, tmp_path: Path) -> Iterator[TestCluster]:
+def no_kvm_node(ray_cluster: Any, tmp_path: Path) -> Iterator[Any]:
     """A node of its own (its own slot resource) whose CPU shows neither vmx nor svm."""
     proc = host_proc(tmp_path / "node-proc", flags="fpu vme de pse tsc hypervisor")
     ray_cluster.add_node(NO_KVM_NODE, 1, resource=NO_KVM_SLOT, env={HOST_PROC_ENV: str(proc)})
