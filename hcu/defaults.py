@@ -66,6 +66,16 @@ class GuestDefaults(BaseModel):
     test_desktop_image: str = "hcu-test-desktop:latest"
     """The locally built stand-in (`make test-desktop`)."""
     boot_timeout_sec: float = 300.0
+    memory_overhead: str = "512M"
+    """What the official image needs beyond RAM_SIZE: it exits 17 when RAM_SIZE plus 500 MB exceeds the host's
+    available memory."""
+    memory_margin: str = "512M"
+    """Kept free on top of every guest's need, for the host's own processes and for the image's second check
+    just before QEMU starts."""
+    test_desktop_memory: str = "1G"
+    """What one test desktop takes with an application open (it ignores RAM_SIZE)."""
+    memory_poll_sec: float = 1.0
+    """How often a guest waiting for memory reads the host's available memory again."""
     home: str = "/home/user"
     """The guest user's home: where agents run and inherited configuration is removed."""
 

@@ -5,7 +5,8 @@
 - `settings.py` (the fields that are both run_task's flags and a run config's keys; every default is in
   `hcu/defaults.py`), `tasks.py` (task definitions), `errors.py` (the one error-policy table: what is retried,
   scored or withheld).
-- `guest/`: where a guest is started, gated on readiness and removed (Docker, in-guest API, ports, overlays).
+- `guest/`: where a guest is started, gated on readiness and removed (Docker, in-guest API, ports, overlays,
+  the host's KVM and memory).
 - `attempt/`: the phases of one attempt (isolate, upload, setup, probe, agent, evaluate) and its records.
 - `agents/`: one adapter per agent CLI.
 - `osworld_bridge/`: where OSWorld's own setup and evaluator code is called: in its own process (`child/`, run by

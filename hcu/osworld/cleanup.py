@@ -1,4 +1,4 @@
-"""Remove what hcu started, found by labels: containers (with their volumes), volumes, overlays, port leases.
+"""Remove what hcu started, found by labels: containers, volumes, overlays, port leases, memory reservations.
 
 `python -m hcu.osworld.cleanup [--run-id R] [--task-id T] [--attempt N] [--all]` prints what it removed.
 Works after a runner was `kill -9`ed mid-boot: every resource is labelled or registered before it exists.
