@@ -96,7 +96,8 @@ def boot(state: AttemptState) -> None:
     state.meta.guest = GuestRecord(spec=spec.model_dump(mode="json", exclude={"client_password"}))
     try:
         state.guest = start_guest(spec, state.attempt, work_dir=state.guest_dir,
-                                  boot_timeout_sec=state.boot_timeout_sec)
+                                  boot_timeout_sec=state.boot_timeout_sec,
+                                  progress_file=state.result_dir / "progress.json")  # where a memory wait shows
     except BaseException as exc:  # where the boot stopped (start_guest leaves it on the exception)
         state.meta.guest.readiness = list(getattr(exc, "readiness", []))
         state.meta.guest.console_log = getattr(exc, "console_log", None)
