@@ -4,11 +4,18 @@
 Before anything is forwarded a request passes three checks, cheapest first: a well-formed task scope, the
 scope's secret when per-task secrets are on (else 403, no row, no state: a guest cannot touch another
 task), and the provider's allow-list (else 404 in the provider's error shape, logged, never forwarded).
+
+`/healthz` has two levels. Anyone learns that the gateway is up. The details (budget, token log, scope key
+id, upstreams, how many tasks it serves) need `?task=<scope>` (with per-task secrets on, and that scope's
+secret as the credential), or a connection from this host: loopback, or a peer whose address is the one the
+gateway was reached on (the host calling its own bridge address). A scope's state always needs its secret
+when secrets are on.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
 
 import aiohttp
@@ -17,6 +24,7 @@ from aiohttp import web
 
 from hcu.gateway.exchange import Exchange
 from hcu.gateway.listener import serve
+from hcu.gateway.log_redaction import redact_logs
 from hcu.gateway.routes import match_route, valid_scope
 from hcu.gateway.state import STATE, GatewayConfig, GatewayState
 
@@ -44,7 +52,16 @@ async def handle(request: web.Request) -> web.StreamResponse:
 
 async def healthz(request: web.Request) -> web.Response:
     s = request.app[STATE]
+    task = request.query.get("task")
+    if task is not None:
+        if not valid_scope(task):
+            return web.json_response({"error": "task: expected a task scope"}, status=400)
+        if s.scope_guard is not None and not s.scope_guard.allows(task, request.headers, {}):
+            return web.json_response({"error": f"the state of task scope {task} needs its secret"}, status=403)
+    elif not from_this_host(request):
+        return web.json_response({"status": "up"})
     body: dict[str, object] = {
+        "status": "up",
         "provider": s.provider.name,
         "max_requests_per_task": s.config.max_requests_per_task,
         "rate_limit_max_wait": s.config.rate_limit_max_wait,
@@ -54,12 +71,26 @@ async def healthz(request: web.Request) -> web.Response:
         "scope_key_id": s.scope_guard.key_id if s.scope_guard is not None else None,
         "token_log": s.token_log.status(),
     }
-    if "task" in request.query:
-        task = request.query["task"]
-        if s.scope_guard is not None and not s.scope_guard.allows(task, request.headers, {}):
-            return web.json_response({"error": f"the state of task scope {task} needs its secret"}, status=403)
+    if task is not None:
         body["task"] = s.budget.view(task).model_dump()
     return web.Response(body=orjson.dumps(body), content_type="application/json")
+
+
+def from_this_host(request: web.Request) -> bool:
+    """The peer is this host: loopback, or the very address the gateway was reached on (a guest's address is
+    never the bridge's own; the kernel drops packets that claim a local source from outside)."""
+    transport = request.transport
+    peer = transport.get_extra_info("peername") if transport is not None else None
+    local = transport.get_extra_info("sockname") if transport is not None else None
+    if not peer or not local:
+        return False
+    peer_ip, local_ip = _address(peer[0]), _address(local[0])
+    return peer_ip.is_loopback or peer_ip == local_ip
+
+
+def _address(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+    address = ipaddress.ip_address(text.split("%")[0])
+    return getattr(address, "ipv4_mapped", None) or address
 
 
 async def _lifecycle(app: web.Application):
@@ -77,6 +108,9 @@ async def _lifecycle(app: web.Application):
     retry = asyncio.create_task(_retry_token_log(s))
     yield
     retry.cancel()
+    for work in list(s.exchanges):  # generations still draining: end them, each writes its row
+        work.cancel()
+    await asyncio.gather(*s.exchanges, return_exceptions=True)
     await s.session.close()
     s.token_log.close()
 
@@ -92,6 +126,7 @@ def build_app(state: GatewayState) -> web.Application:
     """The gateway app; serve it with `hcu.gateway.listener.serve`."""
     app = web.Application()
     app[STATE] = state
+    redact_logs(state.provider.credential.secret_values)
     app.cleanup_ctx.append(_lifecycle)
     app.router.add_get("/healthz", healthz)
     app.router.add_route("*", "/{tail:.*}", handle)

@@ -22,7 +22,7 @@ from typing import Literal
 import orjson
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("hcu.gateway")
 
 Outcome = Literal[
     "success",
@@ -92,13 +92,18 @@ class TokenLogRow(BaseModel):
     """Upstream attempts, connection retries included (0 when refused or rejected before forwarding)."""
     upstream_request_id: str | None = None
     response_id: str | None = None
+    cut_fields: dict[str, int] | None = None
+    """The length each text field had before it was cut to the log's limit (a 4 MB `model` costs the log
+    256 characters, not 4 MB); absent when nothing was cut."""
 
 
 class TokenLog:
     """Append-only writer that never loses a row it was given and never raises on a write."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, max_field_chars: int) -> None:
         self.path = path
+        self.max_field_chars = max_field_chars
+        """Text fields longer than this are cut (their length goes into `cut_fields`), so a row is bounded."""
         self.error: str | None = None
         """Why rows are waiting in memory; None while the log is written normally."""
         self.pending: deque[bytes] = deque()
@@ -128,6 +133,11 @@ class TokenLog:
         if not charged and len(self.pending) >= MAX_PENDING_ROWS:
             self.dropped += 1
             return
+        limit = self.max_field_chars
+        long = [name for name, value in fields.items() if type(value) is str and len(value) > limit]
+        if long:
+            fields = {**fields, **{name: fields[name][:limit] for name in long},
+                      "cut_fields": {name: len(fields[name]) for name in long}}
         self.pending.append(orjson.dumps(fields) + b"\n")
         self.flush()
 
