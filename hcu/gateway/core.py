@@ -7,15 +7,14 @@ task), and the provider's allow-list (else 404 in the provider's error shape, lo
 
 `/healthz` has two levels. Anyone learns that the gateway is up. The details (budget, token log, scope key
 id, upstreams, how many tasks it serves) need `?task=<scope>` (with per-task secrets on, and that scope's
-secret as the credential), or a connection from this host: loopback, or a peer whose address is the one the
-gateway was reached on (the host calling its own bridge address). A scope's state always needs its secret
-when secrets are on.
+secret as the credential), or a connection from this host (`hcu.gateway.host_peer`: loopback, or any address
+of this host, such as the host calling its own bridge address). A scope's state always needs its secret when
+secrets are on.
 """
 
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import logging
 
 import aiohttp
@@ -23,6 +22,7 @@ import orjson
 from aiohttp import web
 
 from hcu.gateway.exchange import Exchange
+from hcu.gateway.host_peer import from_this_host
 from hcu.gateway.listener import serve
 from hcu.gateway.log_redaction import redact_logs
 from hcu.gateway.routes import match_route, valid_scope
@@ -74,23 +74,6 @@ async def healthz(request: web.Request) -> web.Response:
     if task is not None:
         body["task"] = s.budget.view(task).model_dump()
     return web.Response(body=orjson.dumps(body), content_type="application/json")
-
-
-def from_this_host(request: web.Request) -> bool:
-    """The peer is this host: loopback, or the very address the gateway was reached on (a guest's address is
-    never the bridge's own; the kernel drops packets that claim a local source from outside)."""
-    transport = request.transport
-    peer = transport.get_extra_info("peername") if transport is not None else None
-    local = transport.get_extra_info("sockname") if transport is not None else None
-    if not peer or not local:
-        return False
-    peer_ip, local_ip = _address(peer[0]), _address(local[0])
-    return peer_ip.is_loopback or peer_ip == local_ip
-
-
-def _address(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
-    address = ipaddress.ip_address(text.split("%")[0])
-    return getattr(address, "ipv4_mapped", None) or address
 
 
 async def _lifecycle(app: web.Application):

@@ -142,6 +142,8 @@ class RawReply:
     status: int = 200
     headers: dict[str, str] = field(default_factory=dict)
     content_type: str = "application/json"
+    cut: bool = False
+    """Drop the connection after the chunks instead of ending the body (a mid-stream cut)."""
 
 
 Reply = TextReply | ToolCallReply | HttpFault | Hang | CutStream | StreamError | Held | RawReply

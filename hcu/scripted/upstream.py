@@ -228,6 +228,9 @@ async def _raw(request: web.Request, reply: RawReply) -> web.StreamResponse:
     await response.prepare(request)
     for chunk in reply.chunks:
         await response.write(chunk)
+    if reply.cut:
+        request.transport.close()
+        return response
     await response.write_eof()
     return response
 

@@ -130,6 +130,7 @@ async def make_gateway(tmp_path: Path, upstream: Upstream):
         idle_timeout: float = 30.0,
         log_name: str = "tokens.jsonl",
         clock: ManualClock | None = None,
+        host: str = "127.0.0.1",
         **config_fields: object,
     ) -> Gateway:
         if isinstance(provider, str):
@@ -147,9 +148,9 @@ async def make_gateway(tmp_path: Path, upstream: Upstream):
             config, provider, Pool(parse_upstreams(upstreams or upstream.hostport), pins or []),
             clock or ManualClock(),
         )
-        runner = await serve(build_app(state), "127.0.0.1", [0])
+        runner = await serve(build_app(state), host, [0])
         runners.append(runner)
-        return Gateway(f"http://127.0.0.1:{runner.addresses[0][1]}", state, config.out)
+        return Gateway(f"http://{host}:{runner.addresses[0][1]}", state, config.out)
 
     yield make
     for runner in runners:

@@ -170,7 +170,8 @@ class _Attempt:
                 osw, task, password=spec.client_password, cache_dir=cache_dir, assets=assets,
                 step_deadline_sec=timeout, check=AppCheck(self.guest))]
         with phase("probe", timeout_sec=timeout, overrun=ProbeTimeout):
-            self.meta["gateway_health"] = check_gateway_from_guest(api, o.gateway, o.max_model_calls)
+            self.meta["gateway_health"] = check_gateway_from_guest(
+                api, o.gateway, o.max_model_calls, scope=self.attempt.gateway_scope, token=credential.token)
             if unprotected := check_scope_key(self.meta["gateway_health"], credential, o.gateway):
                 log.warning(unprotected)
             self.meta["agent_version"] = check_executables(api, plan, GUEST_HOME)
