@@ -14,12 +14,13 @@ import re
 from collections.abc import Callable, Iterable
 
 from hcu.gateway.credentials import REDACTED
+from hcu.gateway.scope_secret import SECRET_SHAPE
 
 LOGGERS = ("aiohttp.server", "aiohttp.web", "aiohttp.internal", "aiohttp.access", "aiohttp.client", "asyncio",
            "hcu.gateway")
 _SHOWN = REDACTED.decode()
 _PATTERNS = (
-    re.compile(r"hcu1-[0-9A-Fa-f]*"),
+    SECRET_SHAPE,
     re.compile(r"[0-9A-Fa-f]{40,}"),
     re.compile(r"(?i)(?<=authorization)[^\\\n'\"]*|(?<=api-key)[^\\\n'\"]*|(?<=bearer )[^\\\n'\"]*"),
 )

@@ -22,6 +22,8 @@ from typing import Literal
 import orjson
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from hcu.gateway.scope_secret import SECRET_PREFIX, redact_secrets
+
 log = logging.getLogger("hcu.gateway")
 
 Outcome = Literal[
@@ -133,13 +135,22 @@ class TokenLog:
         if not charged and len(self.pending) >= MAX_PENDING_ROWS:
             self.dropped += 1
             return
-        limit = self.max_field_chars
-        long = [name for name, value in fields.items() if type(value) is str and len(value) > limit]
-        if long:
-            fields = {**fields, **{name: fields[name][:limit] for name in long},
-                      "cut_fields": {name: len(fields[name]) for name in long}}
-        self.pending.append(orjson.dumps(fields) + b"\n")
+        self.pending.append(orjson.dumps(self.bounded(fields)) + b"\n")
         self.flush()
+
+    def bounded(self, fields: dict) -> dict:
+        """`fields` with every long text cut (lengths in `cut_fields`) and anything shaped like a scope secret
+        (a guest may write its own into a path or a model) replaced."""
+        limit = self.max_field_chars
+        texts = [name for name, value in fields.items() if type(value) is str]
+        long = [name for name in texts if len(fields[name]) > limit]
+        shaped = [name for name in texts if SECRET_PREFIX in fields[name]]
+        if not long and not shaped:
+            return fields
+        kept = {**fields, **{name: redact_secrets(fields[name][:limit]) for name in {*long, *shaped}}}
+        if long:
+            kept["cut_fields"] = {name: len(fields[name]) for name in long}
+        return kept
 
     def flush(self) -> bool:
         """Write every waiting row; False (and `error` set) when the log cannot take them now."""

@@ -108,6 +108,22 @@ async def test_a_completed_answer_followed_by_a_late_error_is_a_success(upstream
     assert (view["failed_in_a_row"], view["failed"]) == (0, False)
 
 
+async def test_a_plain_generation_whose_client_left_counts_when_the_upstream_answers(upstream, make_gateway, caplog):
+    caplog.set_level(logging.INFO, "hcu.gateway")
+    gw = await make_gateway("openai", budget=1)
+    held = Held(TextReply("the whole answer", usage=USAGE), asyncio.Event())
+    upstream.replies.push(held)
+    async with aiohttp.ClientSession() as s:
+        sent = asyncio.create_task(s.post(f"{gw.url}/t/plain/v1/responses", json={"model": "m", "input": "x"}))
+        await held.sent.wait()  # the upstream is generating
+        sent.cancel()
+    await until(lambda: "the client left mid-generation" in caplog.text, "the gateway seeing the client go")
+    held.release.set()
+    (row,) = await rows_when_written(gw, 1)
+    assert (row.outcome, row.counted, row.calls_used) == ("success", True, 1)
+    assert row.usage is not None and row.usage.output_tokens == 9
+
+
 async def test_reading_after_the_client_left_is_bounded_in_time(upstream, make_gateway, caplog):
     caplog.set_level(logging.INFO, "hcu.gateway")
     gw = await make_gateway("anthropic", budget=1, drain_timeout_sec=0.3)

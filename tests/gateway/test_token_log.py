@@ -203,3 +203,15 @@ async def test_rows_stay_small_whatever_the_client_sends(upstream, make_gateway)
     assert all(len(r.model or "") <= 256 and len(r.path) <= 256 for r in rows)
     assert max(len(line) for line in gw.log_path.read_bytes().splitlines()) < 2048
     assert restore(gw.log_path).rows == 3, "cut rows restore like any other"
+
+
+async def test_a_guest_cannot_write_a_scope_secret_into_the_log(upstream, make_gateway):
+    gw = await make_gateway("openai")
+    secret = "hcu1-" + "5e" * 32
+    async with aiohttp.ClientSession() as s:
+        async with s.post(f"{gw.url}/t/x/v1/{secret}", json={}) as r:
+            assert r.status == 404
+        async with s.post(f"{gw.url}/t/x/v1/responses/input_tokens", json={"model": f"m {secret}"}) as r:
+            await r.read()
+    assert secret not in gw.log_path.read_text() and "[scope secret]" in gw.log_path.read_text()
+    assert [r.outcome for r in gw.rows()] == ["refused_route", "free"]
