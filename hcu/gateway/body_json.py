@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
+from functools import lru_cache
 
 import orjson
 
@@ -30,6 +31,7 @@ class _Ambiguous(ValueError):
     """Two keys of one object that some upstream reads as one field."""
 
 
+@lru_cache(maxsize=4096)  # the same few dozen keys come in every request
 def field_key(name: str) -> str:
     """How the most lenient upstream matches a key to a field: case-folded, snake and camel case alike."""
     return name.casefold().replace("_", "")

@@ -15,6 +15,7 @@ byte reaches the client, so the scrubber always reads plain text.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import lru_cache
 
 from multidict import CIMultiDictProxy
 
@@ -49,17 +50,18 @@ def connection_named(headers: CIMultiDictProxy[str]) -> set[str]:
 def upstream_headers(client: CIMultiDictProxy[str], has_body: bool) -> dict[str, str]:
     """The client's headers as they go upstream (the credential is added by the caller)."""
     named = connection_named(client)
-    kept = {}
-    for name, value in client.items():
-        low = name.lower()
-        if (low in DROP_REQUEST_HEADERS or low in named or low.startswith(REROUTING_PREFIXES)
-                or any(word in low for word in REROUTING_WORDS)):
-            continue
-        kept[name] = value
+    kept = {name: value for name, value in client.items() if not _dropped(name) and name.lower() not in named}
     kept["Accept-Encoding"] = "identity"
     if has_body:
         kept["Content-Type"] = "application/json"
     return kept
+
+
+@lru_cache(maxsize=1024)  # every CLI sends the same few dozen names
+def _dropped(name: str) -> bool:
+    low = name.lower()
+    return (low in DROP_REQUEST_HEADERS or low.startswith(REROUTING_PREFIXES)
+            or any(word in low for word in REROUTING_WORDS))
 
 
 def undecoded_encoding(upstream: CIMultiDictProxy[str]) -> str | None:

@@ -205,7 +205,9 @@ class OpenAIOptions(GatewayOptions):
     upstreams: str
     """Comma-separated `host[:port]` or `host[:port]@deployment` entries."""
     upstream_kind: Literal["azure", "openai"] = "azure"
+    """azure: Azure OpenAI's v1 API (`/openai/v1/...`, deployments by name); openai: any OpenAI-compatible API."""
     upstream_scheme: Literal["https", "http"] = "https"
+    """http only for a relay or a stand-in on this host."""
     upstream_token: str | None = None
     """Visible to every local user through ps: prefer OSW_OPENAI_UPSTREAM_TOKEN."""
     pin_resources: str = ""

@@ -142,12 +142,12 @@ class TokenLog:
         """`fields` with every long text cut (lengths in `cut_fields`) and anything shaped like a scope secret
         (a guest may write its own into a path or a model) replaced."""
         limit = self.max_field_chars
-        texts = [name for name, value in fields.items() if type(value) is str]
-        long = [name for name in texts if len(fields[name]) > limit]
-        shaped = [name for name in texts if SECRET_PREFIX in fields[name]]
-        if not long and not shaped:
+        odd = [name for name, value in fields.items()
+               if type(value) is str and (len(value) > limit or SECRET_PREFIX in value)]
+        if not odd:
             return fields
-        kept = {**fields, **{name: redact_secrets(fields[name][:limit]) for name in {*long, *shaped}}}
+        long = [name for name in odd if len(fields[name]) > limit]
+        kept = {**fields, **{name: redact_secrets(fields[name][:limit]) for name in odd}}
         if long:
             kept["cut_fields"] = {name: len(fields[name]) for name in long}
         return kept
