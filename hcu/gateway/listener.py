@@ -8,8 +8,8 @@ or slow clients would hold descriptors until the gateway can accept nothing. Her
   idle keep-alive and for a header sent byte by byte.
 - at most `max_connections_per_peer` open connections per peer address; further ones are closed at once,
   so one guest cannot take every descriptor.
-- the server leaves request bodies as sent (`auto_decompress=False`): a compressed body is forwarded with
-  its Content-Encoding, and inflated only for inspection, within the body limit.
+- the server leaves request bodies as sent (`auto_decompress=False`): `hcu.gateway.request_body` decodes
+  them itself, completely and within the body limit, and forwards what it decoded.
 """
 
 from __future__ import annotations
