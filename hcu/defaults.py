@@ -98,6 +98,9 @@ class GatewayDefaults(BaseModel):
     whether it completed (and so counts)."""
     drain_max_bytes: int = 64 * 1024 * 1024
     """After a client leaves a generation, how much more of the upstream's answer the gateway reads."""
+    client_write_timeout_sec: float = 60.0
+    """Longest a client may leave a stream unread (the gateway's writes to it waiting) before it counts as
+    gone; the generation is then read on as for any client that left."""
     max_log_field_chars: int = 256
     """Longest text field of a token-log row (model, ids); longer values are cut and their length recorded."""
 

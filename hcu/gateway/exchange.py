@@ -305,7 +305,8 @@ class Exchange:
         p = self.s.provider
         return RelayIO(self.request, self.response_headers(up.headers), self.scrub,
                        lambda code, message: p.error_event(self.rest, code, message),
-                       self.s.config.drain_max_bytes, self.task, self.clock.monotonic)
+                       self.s.config.drain_max_bytes, self.s.config.client_write_timeout_sec, self.task,
+                       self.clock.monotonic)
 
     def apply(self, result: StreamResult, up: aiohttp.ClientResponse) -> web.StreamResponse | None:
         """Take what a relayed stream came to."""

@@ -6,11 +6,13 @@ with nothing forwarded. Complete events go out as they complete, with any echo o
 scrubbed (an event is never split, so neither is a credential inside it). The verdict is the stream's first
 terminal event (`StreamWatch.verdict`): a completed answer is a success whatever follows it.
 
-A client that leaves does not end the relay: the upstream is still generating, and bills, so the stream is
-read on (at most `drain_max_bytes` more; the exchange bounds the time) until its verdict is known, and a
-completed generation is counted. An upstream that cuts the stream, or stops sending, gets an error event
-after the last complete event: an unfinished event is never forwarded, so the error always starts on an
-event boundary and an SSE client parses it whole.
+A client that leaves (or stops reading for `client_write_timeout_sec`) does not end the relay: the upstream
+is still generating, and bills, so the stream is read on (at most `drain_max_bytes` more; the exchange bounds
+the time) until its verdict is known, and a completed generation is counted.
+
+An upstream that cuts the stream, or stops sending, gets an error event after the last complete event: an
+unfinished event is never forwarded, so the error always starts on an event boundary and an SSE client parses
+it whole.
 """
 
 from __future__ import annotations
@@ -67,6 +69,7 @@ class RelayIO:
     scrub: Callable[[bytes | bytearray], bytes | bytearray]
     error_event: Callable[[str, str], bytes]
     drain_max_bytes: int
+    client_write_timeout_sec: float
     task: str
     now: Callable[[], float]
     """The exchange's monotonic clock."""
@@ -117,7 +120,7 @@ class StreamRelay:
         if not self.client.gone:
             try:
                 await self.response.write_eof()  # type: ignore[union-attr]
-            except ConnectionResetError:
+            except ConnectionError:
                 self.client.leave()
         outcome: Outcome = (
             "success" if verdict is Signal.SUCCESS
@@ -133,7 +136,7 @@ class StreamRelay:
             return
         try:
             await self.response.prepare(self.io.request)
-        except ConnectionResetError:
+        except ConnectionError:
             self.client.leave()
             return
         await self.write(first)
@@ -144,10 +147,22 @@ class StreamRelay:
         assert self.response is not None
         if self.first_byte_at is None:
             self.first_byte_at = self.io.now()
+        transport = self.io.request.transport
+        # a reader that stops reading blocks this write: past the timeout it is treated as gone
+        stall = asyncio.get_running_loop().call_later(self.io.client_write_timeout_sec, self._stalled, transport)
         try:
             await self.response.write(self.io.scrub(data))
-        except ConnectionResetError:
+        except ConnectionError:
             self.client.leave()
+        finally:
+            stall.cancel()
+
+    def _stalled(self, transport: asyncio.BaseTransport | None) -> None:
+        log.warning("task %s: the client left the answer unread for %g s; treated as gone", self.io.task,
+                    self.io.client_write_timeout_sec)
+        self.client.leave()
+        if transport is not None:
+            transport.abort()  # wakes the write waiting on the client
 
 
 def _deciding(signals: list[Signal]) -> int:

@@ -47,6 +47,7 @@ class GatewayConfig(BaseModel):
     body_timeout_sec: float = GATEWAY.body_timeout_sec
     drain_timeout_sec: float = GATEWAY.drain_timeout_sec
     drain_max_bytes: int = GATEWAY.drain_max_bytes
+    client_write_timeout_sec: float = GATEWAY.client_write_timeout_sec
     max_log_field_chars: int = GATEWAY.max_log_field_chars
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 
 import aiohttp
 import pytest
@@ -205,3 +206,23 @@ async def test_a_request_cancelled_while_waiting_for_a_slot_writes_its_row(upstr
         ("success", True, 1),
     ]
     assert len(upstream.state.requests) == 1
+
+
+async def test_a_client_that_stops_reading_counts_as_gone(upstream, make_gateway, caplog):
+    """It cannot hold a stream (and its slot) forever, nor make the generation free by closing much later."""
+    caplog.set_level(logging.INFO, "hcu.gateway")
+    gw = await make_gateway("openai", budget=1, client_write_timeout_sec=0.3)
+    upstream.replies.push(TextReply("y" * (8 * 1024 * 1024), chunks=64, usage=USAGE))
+    body = b'{"model": "m", "input": "x", "stream": true}'
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # a reader that takes almost nothing
+    host, port = gw.url.removeprefix("http://").split(":")
+    sock.connect((host, int(port)))
+    sock.sendall(b"POST /t/stall/v1/responses HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                 b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+    try:
+        (row,) = await rows_when_written(gw, 1)
+    finally:
+        sock.close()
+    assert "left the answer unread" in caplog.text
+    assert (row.outcome, row.counted, row.calls_used) == ("success", True, 1)
