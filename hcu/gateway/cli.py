@@ -52,9 +52,9 @@ class GatewayOptions(Settings):
     def config(self) -> GatewayConfig:
         return GatewayConfig(
             max_requests_per_task=self.max_requests_per_task,
-            rate_limit_max_wait=self.rate_limit_max_wait,
+            rate_limit_max_wait_sec=self.rate_limit_max_wait,
             out=self.out,
-            idle_timeout_sec=self.upstream_idle_timeout,
+            upstream_idle_timeout_sec=self.upstream_idle_timeout,
             header_timeout_sec=self.header_timeout,
             max_connections_per_peer=self.max_connections_per_peer,
             scope_key_file=self.scope_key_file,

@@ -64,7 +64,7 @@ async def healthz(request: web.Request) -> web.Response:
         "status": "up",
         "provider": s.provider.name,
         "max_requests_per_task": s.config.max_requests_per_task,
-        "rate_limit_max_wait": s.config.rate_limit_max_wait,
+        "rate_limit_max_wait": s.config.rate_limit_max_wait_sec,
         "upstreams": [u.label for u in s.pool.upstreams],
         "tasks": len(s.budget.tasks),
         "scope_secrets": s.scope_guard is not None,
@@ -79,7 +79,8 @@ async def healthz(request: web.Request) -> web.Response:
 async def _lifecycle(app: web.Application):
     s = app[STATE]
     timeout = aiohttp.ClientTimeout(
-        total=None, sock_connect=s.config.connect_timeout_sec, sock_read=s.config.idle_timeout_sec
+        total=None, sock_connect=s.config.upstream_connect_timeout_sec,
+        sock_read=s.config.upstream_idle_timeout_sec,
     )
     # DummyCookieJar: cookies set by the upstream for one task must never ride along with another's requests
     s.session = aiohttp.ClientSession(

@@ -340,7 +340,7 @@ class Exchange:
             log.info("task %s: %s rate-limited, moved to %s", self.task, upstream.label,
                      self.placement.upstream.label)
             return True
-        if self.waited + delay > self.s.config.rate_limit_max_wait:
+        if self.waited + delay > self.s.config.rate_limit_max_wait_sec:
             self.retry_after = delay
             return False
         log.info("task %s: rate-limited by %s, waiting %.2f s", self.task, upstream.label, delay)

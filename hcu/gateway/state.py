@@ -8,9 +8,9 @@ from pathlib import Path
 
 import aiohttp
 from aiohttp import web
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
 
-from hcu.defaults import GATEWAY
+from hcu.defaults import GatewayDefaults
 from hcu.gateway.budget import Budget
 from hcu.gateway.clock import SYSTEM_CLOCK, Clock
 from hcu.gateway.pool import Pool
@@ -23,11 +23,11 @@ from hcu.gateway.tokenlog import TokenLog
 log = logging.getLogger("hcu.gateway")
 
 
-class GatewayConfig(BaseModel):
-    """One gateway process's settings (the flags of `hcu.gateway.cli` fill it; the defaults are
-    `hcu.defaults.GATEWAY`'s, where each is described)."""
+class GatewayConfig(GatewayDefaults):
+    """One gateway process's settings: what it must be told, and every default of `hcu.defaults.GATEWAY`
+    (described there), which the flags of `hcu.gateway.cli` may override."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     max_requests_per_task: int
     """Successful generations allowed per task scope (0 = no budget)."""
@@ -36,19 +36,6 @@ class GatewayConfig(BaseModel):
     scope_key_file: Path | None = None
     """With a key file, a task scope is served only to requests carrying its secret (hcu.gateway.scope_secret);
     without one, any placeholder credential is accepted."""
-    rate_limit_max_wait: float = GATEWAY.rate_limit_max_wait_sec
-    connect_timeout_sec: float = GATEWAY.upstream_connect_timeout_sec
-    idle_timeout_sec: float = GATEWAY.upstream_idle_timeout_sec
-    header_timeout_sec: float = GATEWAY.header_timeout_sec
-    max_connections_per_peer: int = GATEWAY.max_connections_per_peer
-    max_body_bytes: int = GATEWAY.max_body_bytes
-    body_bytes_per_peer: int = GATEWAY.body_bytes_per_peer
-    body_idle_timeout_sec: float = GATEWAY.body_idle_timeout_sec
-    body_timeout_sec: float = GATEWAY.body_timeout_sec
-    drain_timeout_sec: float = GATEWAY.drain_timeout_sec
-    drain_max_bytes: int = GATEWAY.drain_max_bytes
-    client_write_timeout_sec: float = GATEWAY.client_write_timeout_sec
-    max_log_field_chars: int = GATEWAY.max_log_field_chars
 
 
 class GatewayState:

@@ -138,10 +138,10 @@ async def make_gateway(tmp_path: Path, upstream: Upstream):
             provider = PROVIDERS[provider](StaticCredential(CREDENTIAL_HEADERS[provider], value))
         config = GatewayConfig(
             max_requests_per_task=budget,
-            rate_limit_max_wait=max_wait,
+            rate_limit_max_wait_sec=max_wait,
             out=tmp_path / log_name,
-            idle_timeout_sec=idle_timeout,
-            connect_timeout_sec=2,
+            upstream_idle_timeout_sec=idle_timeout,
+            upstream_connect_timeout_sec=2,
             **config_fields,
         )
         state = GatewayState(
