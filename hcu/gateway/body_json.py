@@ -37,13 +37,23 @@ def field_key(name: str) -> str:
     return name.casefold().replace("_", "")
 
 
-def _object(pairs: list[tuple[str, object]]) -> dict[str, object]:
-    obj = dict(pairs)
+class JsonObject(dict):
+    """A parsed object that knows which key spells which field (`field` looks fields up in one step)."""
+
+    __slots__ = ("by_field",)
+
+    def __init__(self, pairs: list[tuple[str, object]]) -> None:
+        super().__init__(pairs)
+        self.by_field = {field_key(k): k for k in self}
+
+
+def _object(pairs: list[tuple[str, object]]) -> JsonObject:
+    obj = JsonObject(pairs)
     if len(obj) != len(pairs):
         keys: set[str] = set()
         twice = next(k for k, _ in pairs if k in keys or keys.add(k))  # type: ignore[func-returns-value]
         raise _Ambiguous(f"key {_shown(twice)} appears twice")
-    if len(obj) > 1 and len({field_key(k) for k in obj}) != len(obj):
+    if len(obj.by_field) != len(obj):
         seen: dict[str, str] = {}
         for key in obj:
             if (other := seen.setdefault(field_key(key), key)) != key:
@@ -89,8 +99,11 @@ def field(obj: object, name: str) -> object:
         return None
     if name in obj:
         return obj[name]
-    key = field_key(name)
-    return next((value for k, value in obj.items() if field_key(k) == key), None)
+    if isinstance(obj, JsonObject):
+        key = obj.by_field.get(field_key(name))
+        return obj[key] if key is not None else None
+    wanted = field_key(name)
+    return next((value for k, value in obj.items() if field_key(k) == wanted), None)
 
 
 def field_at(obj: object, path: Sequence[str]) -> object:

@@ -1,6 +1,6 @@
-"""Shared command-line shell of the three gateways: flags derived from `GatewayOptions` (hcu.flags, defaults
-from hcu.defaults.GATEWAY), one-line errors (exit 2, nothing written), start and serve. Credentials stay in
-environment variables (a command line is visible to every local user)."""
+"""Shared command-line shell of the three gateways: flags derived from `hcu.gateway.options` (through
+hcu.flags), one-line errors (exit 2, nothing written), start and serve. Credentials stay in environment
+variables (a command line is visible to every local user)."""
 
 from __future__ import annotations
 
@@ -10,64 +10,15 @@ import os
 import signal
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Annotated, Generic, NoReturn, TypeVar
+from typing import Generic, NoReturn, TypeVar
 from urllib.parse import urlsplit
 
-from pydantic import Field
-
-from hcu.defaults import GATEWAY
-from hcu.flags import OneLineParser, Settings, add_flags, parse_flags
-from hcu.gateway.core import GatewayConfig, GatewayState, build_app, serve
+from hcu.flags import OneLineParser, add_flags, parse_flags
+from hcu.gateway.core import GatewayState, build_app, serve
+from hcu.gateway.options import GatewayOptions, SinglePortOptions
 from hcu.gateway.pool import Pool, Upstream, UpstreamSpecError, parse_upstreams
 from hcu.gateway.provider import Provider
 from hcu.gateway.scope_secret import ScopeKeyError
-
-Port = Annotated[int, Field(gt=0, lt=65536)]
-
-
-class GatewayOptions(Settings):
-    """The flags every gateway takes."""
-
-    host: str
-    """Address to listen on: the Docker bridge address the guests reach, not loopback."""
-    out: Path
-    """Token log (JSONL, one row per request); the gateway restores its counters from it on restart."""
-    max_requests_per_task: int = Field(ge=0)
-    """Successful generations allowed per task scope (0 = no budget)."""
-    rate_limit_max_wait: float = Field(default=GATEWAY.rate_limit_max_wait_sec, ge=0)
-    """Most seconds of rate-limit waits per client request before the 429 goes to the client."""
-    scope_key_file: Path | None = None
-    """Serve a task scope only to requests carrying its secret (an HMAC of the scope under this key; created
-    when missing); the runner's --scope-key-file."""
-    upstream_idle_timeout: float = Field(default=GATEWAY.upstream_idle_timeout_sec, gt=0)
-    """Longest silence from the upstream, before its headers or between stream chunks."""
-    header_timeout: float = Field(default=GATEWAY.header_timeout_sec, gt=0)
-    """Close a client connection idle this long or still sending its request header."""
-    max_connections_per_peer: int = Field(default=GATEWAY.max_connections_per_peer, ge=1)
-    """Open client connections allowed per peer address."""
-
-    def ports_to_serve(self) -> list[int]:
-        raise NotImplementedError
-
-    def config(self) -> GatewayConfig:
-        return GatewayConfig(
-            max_requests_per_task=self.max_requests_per_task,
-            rate_limit_max_wait_sec=self.rate_limit_max_wait,
-            out=self.out,
-            upstream_idle_timeout_sec=self.upstream_idle_timeout,
-            header_timeout_sec=self.header_timeout,
-            max_connections_per_peer=self.max_connections_per_peer,
-            scope_key_file=self.scope_key_file,
-        )
-
-
-class SinglePortOptions(GatewayOptions):
-    port: Port
-    """Port to listen on."""
-
-    def ports_to_serve(self) -> list[int]:
-        return [self.port]
-
 
 OptionsT = TypeVar("OptionsT", bound=GatewayOptions)
 

@@ -92,9 +92,6 @@ async def _lifecycle(app: web.Application):
     retry = asyncio.create_task(_retry_token_log(s))
     yield
     retry.cancel()
-    for work in list(s.exchanges):  # generations still draining: end them, each writes its row
-        work.cancel()
-    await asyncio.gather(*s.exchanges, return_exceptions=True)
     await s.session.close()
     s.token_log.close()
 
@@ -106,12 +103,20 @@ async def _retry_token_log(s: GatewayState) -> None:
             s.token_log.flush()
 
 
+async def _end_exchanges(app: web.Application) -> None:
+    """At shutdown, before the server waits for its handlers: end every request still being served (one
+    reading a left client's answer may have minutes to go); each writes its row."""
+    for handler in list(app[STATE].exchanges):
+        handler.cancel()
+
+
 def build_app(state: GatewayState) -> web.Application:
     """The gateway app; serve it with `hcu.gateway.listener.serve`."""
     app = web.Application()
     app[STATE] = state
     redact_logs(state.provider.credential.secret_values)
     app.cleanup_ctx.append(_lifecycle)
+    app.on_shutdown.append(_end_exchanges)
     app.router.add_get("/healthz", healthz)
     app.router.add_route("*", "/{tail:.*}", handle)
     return app

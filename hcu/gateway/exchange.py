@@ -5,10 +5,10 @@ classify what comes back through the provider. Rate limits are waited out and re
 seen a byte; streams are forwarded event by event once the preamble is past (`hcu.gateway.relay`). Every
 request ends in exactly one row, whether it succeeded, failed, was refused, or its client left.
 
-A generation runs in a task of its own. A client that leaves cancels what has not reached the upstream yet
-(its body, a wait for a slot or a rate limit); an attempt already sent runs on, its answer read at most
-`drain_timeout_sec` more, and it counts if the upstream completed it: the upstream generated it either way,
-and a client that takes every delta and leaves before the final event got the answer.
+A client that leaves ends what has not reached the upstream yet (its body, a wait for a slot or a rate
+limit); a generation already sent runs on, its answer read at most `drain_timeout_sec` more, and it counts if
+the upstream completed it: the upstream generated it either way, and a client that takes every delta and
+leaves before the final event got the answer.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from hcu.gateway.backoff import backoff_sec, hint_from_headers
 from hcu.gateway.body_json import field, field_at, parse_json, replace_field
 from hcu.gateway.credentials import CredentialError, scrub
 from hcu.gateway.headers import DROP_RESPONSE_HEADERS, client_headers, undecoded_encoding, upstream_headers
+from hcu.gateway.listener import on_client_lost
 from hcu.gateway.pool import Placement
 from hcu.gateway.provider import Signal, StreamWatch, Verdict, loads_or_none
 from hcu.gateway.refusal import Refused
@@ -57,8 +58,8 @@ class Exchange:
         self.generation = route is not None and route.kind == "generation"
         self.started = self.clock.monotonic()
         self.client = Client(self.client_left, drain=self.generation)
-        self.work: asyncio.Task | None = None
-        """The task a generation runs in, apart from the client's handler."""
+        self.handler: asyncio.Task | None = None
+        """The handler's task (a client that leaves does not cancel it; `client_left` decides)."""
         self.in_attempt = False
         """An attempt has gone (or is going) upstream: a client leaving now lets it finish."""
         self.drain_timer: asyncio.TimerHandle | None = None
@@ -85,41 +86,38 @@ class Exchange:
         """Status, body and headers of the last rate-limit answer that was an HTTP error."""
 
     async def run(self) -> web.StreamResponse:
-        """The client's handler: a generation runs apart from it, so a client leaving cannot cut it short."""
-        if not self.generation:
-            return await self.lifecycle()
-        self.work = asyncio.get_running_loop().create_task(self.lifecycle())
-        self.s.exchanges.add(self.work)
-        self.work.add_done_callback(self._done)
+        """Serve the request; a client that leaves meanwhile is handled by `client_left`."""
+        self.handler = asyncio.current_task()
+        stop_watching = on_client_lost(self.request, self.client.leave)
+        if self.handler is not None:
+            self.s.exchanges.add(self.handler)
         try:
-            return await asyncio.shield(self.work)
-        except asyncio.CancelledError:
-            self.client.leave()
-            raise
-
-    def _done(self, work: asyncio.Task) -> None:
-        self.s.exchanges.discard(work)
-        if not work.cancelled() and (exc := work.exception()) is not None and self.client.gone:
-            log.error("task %s: generation ended in %s after its client left", self.task, type(exc).__name__)
+            return await self.lifecycle()
+        finally:
+            stop_watching()
+            self.s.exchanges.discard(self.handler)  # type: ignore[arg-type]
 
     def client_left(self) -> None:
-        work = self.work
-        if work is None or work.done():
+        """What had not reached the upstream ends at once, as does all but a generation, and a generation whose
+        verdict is in; a generation the upstream runs is read on, at most `drain_timeout_sec`."""
+        handler = self.handler
+        if handler is None or handler.done():
             return
-        if not self.in_attempt or (self.watch is not None and self.watch.verdict is not None):
-            work.cancel()  # nothing went upstream yet, or its verdict is in: nothing to wait for
+        if not self.generation or not self.in_attempt or (self.watch is not None and self.watch.verdict is not None):
+            handler.cancel()
             return
         log.info("task %s: the client left mid-generation; reading the upstream's answer (at most %g s)",
                  self.task, self.s.config.drain_timeout_sec)
-        self.drain_timer = asyncio.get_running_loop().call_later(self.s.config.drain_timeout_sec, work.cancel)
+        self.drain_timer = asyncio.get_running_loop().call_later(self.s.config.drain_timeout_sec, handler.cancel)
 
     async def lifecycle(self) -> web.StreamResponse:
         try:
             return await self.serve()
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, ConnectionError):  # the client left (or a shutdown ends the request)
             if self.watch is not None:  # a stream cut short by the drain deadline or a shutdown
                 self.usage, self.response_id = self.watch.usage, self.watch.response_id
-            self.outcome = "free" if not self.generation else "success" if self.watch_succeeded() else "disconnected"
+            succeeded = self.watch is not None and self.watch.succeeded
+            self.outcome = "free" if not self.generation else "success" if succeeded else "disconnected"
             raise
         finally:
             if self.drain_timer is not None:
@@ -130,9 +128,6 @@ class Exchange:
             counted = self.reserved and self.outcome == "success"
             calls = self.s.budget.settle(self.task, self.reserved, self.outcome, counted, self.generation)
             self.write_row(counted, calls)
-
-    def watch_succeeded(self) -> bool:
-        return self.watch is not None and self.watch.succeeded
 
     async def serve(self) -> web.StreamResponse:
         s, method = self.s, self.request.method
@@ -205,7 +200,7 @@ class Exchange:
     async def attempt(self) -> web.StreamResponse | None:
         """One try upstream: its answer, or None when it was rate-limited before the client saw a byte."""
         assert self.placement is not None
-        upstream = None
+        upstream, self.watch = None, None  # a new attempt: the last one's verdict is not this one's
         try:
             upstream = await self.send()
             return await self.receive(upstream)

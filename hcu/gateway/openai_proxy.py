@@ -18,16 +18,14 @@ import os
 import re
 import sys
 from collections.abc import Sequence
-from typing import Literal
 
 import orjson
-from pydantic import Field, field_validator
 
 from hcu.gateway import cli
 from hcu.gateway.body_json import field
-from hcu.gateway.cli import GatewayOptions, Port
 from hcu.gateway.credentials import AzureTokenCredential, Credential, StaticCredential
-from hcu.gateway.pool import Upstream, UpstreamSpecError, parse_upstreams
+from hcu.gateway.options import OpenAIOptions
+from hcu.gateway.pool import Upstream, parse_upstreams
 from hcu.gateway.provider import Provider, Signal, StreamWatch, Verdict, as_dict, as_int, as_str, loads_or_none
 from hcu.gateway.routes import route
 from hcu.gateway.tokenlog import TokenUsage
@@ -197,43 +195,6 @@ class OpenAIProvider(Provider):
             return b"data: " + orjson.dumps({"error": error}) + b"\n\n"
         event = {"type": "error", "code": code, "message": message, "param": None, "error": error}
         return b"event: error\ndata: " + orjson.dumps(event) + b"\n\n"
-
-
-class OpenAIOptions(GatewayOptions):
-    ports: list[Port] = Field(min_length=1)
-    """Ports to listen on, comma-separated: the tasks of all of them share one state."""
-    upstreams: str
-    """Comma-separated `host[:port]` or `host[:port]@deployment` entries."""
-    upstream_kind: Literal["azure", "openai"] = "azure"
-    """azure: Azure OpenAI's v1 API (`/openai/v1/...`, deployments by name); openai: any OpenAI-compatible API."""
-    upstream_scheme: Literal["https", "http"] = "https"
-    """http only for a relay or a stand-in on this host."""
-    upstream_token: str | None = None
-    """Visible to every local user through ps: prefer OSW_OPENAI_UPSTREAM_TOKEN."""
-    pin_resources: str = ""
-    """Comma-separated resource names behind a relay: each task gets one round-robin, sent as X-HCU-Resource."""
-
-    @field_validator("upstreams")
-    @classmethod
-    def _upstreams_parse(cls, value: str) -> str:
-        try:
-            parse_upstreams(value)
-        except UpstreamSpecError as exc:
-            raise ValueError(str(exc).removeprefix("--upstreams: ")) from None
-        return value
-
-    @field_validator("pin_resources")
-    @classmethod
-    def _pins_are_names(cls, value: str) -> str:
-        if value and any(not p or " " in p for p in value.split(",")):
-            raise ValueError("expected a comma-separated list of resource names")
-        return value
-
-    def ports_to_serve(self) -> list[int]:
-        return self.ports
-
-    def pins(self) -> list[str]:
-        return self.pin_resources.split(",") if self.pin_resources else []
 
 
 def main(argv: Sequence[str] | None = None) -> None:

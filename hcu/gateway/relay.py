@@ -31,6 +31,8 @@ from hcu.gateway.tokenlog import Outcome
 
 log = logging.getLogger("hcu.gateway")
 DECIDING = (Signal.CONTENT, Signal.SUCCESS, Signal.ERROR)
+TRANSPORT_HIGH_WATER = 64 * 1024
+"""asyncio's default: a write can only wait for the reader once the transport holds more than this."""
 
 
 class Client:
@@ -98,11 +100,11 @@ class StreamRelay:
                 signals = [self.watch.event(name, data) for name, data in events]
                 if self.response is not None:
                     await self.write(ready)
-                elif Signal.RATE_LIMIT in signals[: _deciding(signals)] and not self.client.gone:
+                elif Signal.RATE_LIMIT in signals and _limited_before_deciding(signals) and not self.client.gone:
                     return StreamResult(None, "rate_limited", 0)  # nothing forwarded yet: resend
                 else:
                     held.append(ready)
-                    if any(s in DECIDING for s in signals):
+                    if any(map(DECIDING.__contains__, signals)):
                         await self.start(b"".join(held))
                 if self.client.gone and (self.watch.verdict is not None or not self.client.drain):
                     break  # nothing more to learn, and nobody to forward it to
@@ -148,14 +150,17 @@ class StreamRelay:
         if self.first_byte_at is None:
             self.first_byte_at = self.io.now()
         transport = self.io.request.transport
-        # a reader that stops reading blocks this write: past the timeout it is treated as gone
-        stall = asyncio.get_running_loop().call_later(self.io.client_write_timeout_sec, self._stalled, transport)
+        stall = None
+        if transport is not None and transport.get_write_buffer_size() + len(data) > TRANSPORT_HIGH_WATER:
+            # this write may wait for the reader; one that stops reading is treated as gone past the timeout
+            stall = asyncio.get_running_loop().call_later(self.io.client_write_timeout_sec, self._stalled, transport)
         try:
             await self.response.write(self.io.scrub(data))
         except ConnectionError:
             self.client.leave()
         finally:
-            stall.cancel()
+            if stall is not None:
+                stall.cancel()
 
     def _stalled(self, transport: asyncio.BaseTransport | None) -> None:
         log.warning("task %s: the client left the answer unread for %g s; treated as gone", self.io.task,
@@ -165,6 +170,11 @@ class StreamRelay:
             transport.abort()  # wakes the write waiting on the client
 
 
-def _deciding(signals: list[Signal]) -> int:
-    """How many of a chunk's signals come before (and including) the first that decides the stream."""
-    return next((i + 1 for i, s in enumerate(signals) if s in DECIDING), len(signals))
+def _limited_before_deciding(signals: list[Signal]) -> bool:
+    """A rate limit came before anything that decides the stream (so nothing needs forwarding yet)."""
+    for signal in signals:
+        if signal is Signal.RATE_LIMIT:
+            return True
+        if signal in DECIDING:
+            return False
+    return False

@@ -51,7 +51,8 @@ class GatewayState:
         self.body_limits = BodyLimits(config.max_body_bytes, config.body_idle_timeout_sec, config.body_timeout_sec)
         self.bodies = PeerBodies(config.body_bytes_per_peer)
         self.exchanges: set[asyncio.Task] = set()
-        """Generations running apart from their clients' handlers (a shutdown ends them, rows written)."""
+        """The handlers of requests being served (a shutdown ends those still reading a left client's answer,
+        each writing its row)."""
         began = clock.monotonic()
         restored = restore(config.out)
         self.budget.restore(restored.tasks)

@@ -39,6 +39,8 @@ Outcome = Literal[
 ]
 TORN_LINE_END = b"\t(torn)\n"
 """Ends a line a crash left unfinished, so no reader can take it for a complete row."""
+CLIENT_TEXT_FIELDS = ("task", "model", "path", "upstream_request_id", "response_id")
+"""Text fields a client or an upstream chooses (the others come from the gateway's own configuration)."""
 MAX_PENDING_ROWS = 100_000
 """Rows of uncharged requests kept in memory while the log cannot be written; rows of generations that used
 or held a budget slot are always kept."""
@@ -142,8 +144,8 @@ class TokenLog:
         """`fields` with every long text cut (lengths in `cut_fields`) and anything shaped like a scope secret
         (a guest may write its own into a path or a model) replaced."""
         limit = self.max_field_chars
-        odd = [name for name, value in fields.items()
-               if type(value) is str and (len(value) > limit or SECRET_PREFIX in value)]
+        odd = [name for name in CLIENT_TEXT_FIELDS
+               if type(value := fields.get(name)) is str and (len(value) > limit or SECRET_PREFIX in value)]
         if not odd:
             return fields
         long = [name for name in odd if len(fields[name]) > limit]
