@@ -17,14 +17,17 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import lru_cache
+from typing import TypeVar
 
 import orjson
 
 from hcu.gateway.refusal import Refused
 
-_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+LARGE_BODY_BYTES = 1024 * 1024
+T = TypeVar("T")
 
 
 class _Ambiguous(ValueError):
@@ -82,11 +85,28 @@ def parse_json(data: bytes | bytearray) -> object:
         return None
     try:
         text = data.decode("utf-8")
-        if _SURROGATE_ESCAPE.search(data):
-            orjson.loads(data)  # refuses unpaired surrogates, which Python's reader keeps and others replace
-        return json.loads(text, object_pairs_hook=_object, parse_float=_finite, parse_constant=_no_constant)
     except UnicodeDecodeError:
         raise Refused(400, "invalid_request_error", "request body is not UTF-8") from None
+    return _parse_text(text)
+
+
+def inspect_json(body: bytearray, inspect: Callable[[object], T]) -> tuple[bytes | bytearray, T]:
+    """`inspect(parsed body)` and the body to forward. A large ASCII body (a screenshot-heavy request) is held
+    once while it is parsed: its bytes are given up for the text the parser needs (`body` is emptied) and
+    encoded again once the parsed tree is gone, so it never exists three times over."""
+    if len(body) < LARGE_BODY_BYTES or not body.isascii():
+        return body, inspect(parse_json(body))
+    text = body.decode("ascii")
+    body.clear()
+    result = inspect(_parse_text(text))
+    return text.encode("ascii"), result
+
+
+def _parse_text(text: str) -> object:
+    try:
+        if _SURROGATE_ESCAPE.search(text):
+            orjson.loads(text)  # refuses unpaired surrogates, which Python's reader keeps and others replace
+        return json.loads(text, object_pairs_hook=_object, parse_float=_finite, parse_constant=_no_constant)
     except _Ambiguous as exc:
         raise Refused(400, "invalid_request_error", f"request body is ambiguous: {exc}") from None
     except (ValueError, RecursionError):  # JSONDecodeError, orjson's too

@@ -23,7 +23,7 @@ from aiohttp import web
 from yarl import URL
 
 from hcu.gateway.backoff import backoff_sec, hint_from_headers
-from hcu.gateway.body_json import field, field_at, parse_json, replace_field
+from hcu.gateway.body_json import field, field_at, inspect_json, replace_field
 from hcu.gateway.credentials import CredentialError, scrub
 from hcu.gateway.headers import DROP_RESPONSE_HEADERS, client_headers, undecoded_encoding, upstream_headers
 from hcu.gateway.listener import on_client_lost
@@ -141,8 +141,8 @@ class Exchange:
                               "the gateway cannot write its token log; no generation until it can")
         try:
             self.query = filter_query(self.request.rel_url.raw_query_string, s.provider.query_params)
-            self.body = await read_body(self.request, s.body_limits, self.hold)
-            continues_state = self.inspect(parse_json(self.body))
+            self.body, continues_state = inspect_json(await read_body(self.request, s.body_limits, self.hold),
+                                                      self.inspect)
         except Refused as exc:
             self.outcome = "invalid_request"
             return self.error(exc.status, exc.code, str(exc), close=exc.close)

@@ -171,6 +171,8 @@ AMBIGUOUS = {
         b'{"model": "m", "input": "\xff"}',
         b'{"model": "m", "input": "x"} {"background": true}',
         b"[" * 100_000 + b"]" * 100_000,
+        b'{"model": "m", "input": "' + b"x" * (2 << 20) + b'", "background": false, "background": true}',  # large
+        b'{"model": "m", "input": "' + b"x" * (2 << 20) + b'\\udc00"}',
     ]),
     "gemini": ("/v1beta/models/g:generateContent", [
         b'{"contents": [], "generationConfig": {"candidateCount": 1}, "generation_config": {"candidate_count": 8}}',
