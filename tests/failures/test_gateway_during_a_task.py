@@ -1,4 +1,4 @@
-"""The gateway during the agent phase (issue 14 items 5 and 6): a restart on the same token log does not end
+"""The gateway during the agent phase: a restart on the same token log does not end
 the task, and a rate-limit wait still in progress extends the timeout."""
 
 from __future__ import annotations
@@ -9,7 +9,9 @@ import orjson
 import pytest
 
 from hcu.demo.stand_in import free_port, scripted_stack
+from hcu.osworld.attempt.meta import AttemptMeta
 from hcu.osworld.guest.bridge import bridge_address
+from hcu.record_io import read_record
 from tests.failures.conftest import StartFn, write_policies
 from tests.run_task.conftest import RENAME_MATCH, RENAME_STEPS, RENAME_TASK, policy
 
@@ -38,7 +40,7 @@ def counted_rows(token_log: Path, scope: str) -> list[dict]:
 
 
 def test_a_gateway_restart_mid_agent_phase_does_not_end_the_task(start_task: StartFn, tmp_path: Path) -> None:
-    """Item 5: the gateway is stopped while the agent's first tool runs, the runner sees it away (and tolerates
+    """the gateway is stopped while the agent's first tool runs, the runner sees it away (and tolerates
     it), then it starts again on the same port and token log; the task completes and its usage is complete."""
     host = bridge_address()
     port = free_port(host)
@@ -58,7 +60,7 @@ def test_a_gateway_restart_mid_agent_phase_does_not_end_the_task(start_task: Sta
     assert (result.status, result.score, result.failure_classification) == ("completed", 1.0, None), \
         task.log()[-3000:]
     assert code == 0
-    scope = orjson.loads((task.result_dir / "meta.json").read_bytes())["scope"]
+    scope = read_record(task.result_dir / "meta.json", AttemptMeta).scope
     counted = counted_rows(stack.token_log, scope)
     assert [row["calls_used"] for row in counted] == list(range(1, len(steps) + 2)), "counters restored"
     assert result.usage.model_calls == len(steps) + 1 and result.usage.fully_accounted
@@ -66,7 +68,7 @@ def test_a_gateway_restart_mid_agent_phase_does_not_end_the_task(start_task: Sta
 
 
 def test_a_rate_limit_wait_in_progress_extends_the_timeout(start_task: StartFn, tmp_path: Path) -> None:
-    """Item 6: the first generation is rate-limited with a 50 s retry-after, longer than the 40 s timeout. The
+    """the first generation is rate-limited with a 50 s retry-after, longer than the 40 s timeout. The
     wait still running when the timeout passes counts toward it (the reference: waiting never truncates a
     task), so the agent finishes the task; counting only finished waits would stop it mid-wait."""
     throttled = policy(RENAME_MATCH, RENAME_STEPS,

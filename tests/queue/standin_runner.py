@@ -31,8 +31,8 @@ from hcu.demo.stand_in import STAND_IN_TOKEN
 from hcu.gateway.scope_secret import key_id, load_or_create_key
 from hcu.osworld.attempt.identity import AttemptId
 from hcu.osworld.attempt.lease import lease_for_this_process
-from hcu.osworld.attempt.phases import PhaseLog
 from hcu.osworld.attempt.result import TaskResult
+from hcu.osworld.attempt.runner import PhaseLog
 from hcu.osworld.queue.admission import admission_from_env
 from hcu.record_io import write_json, write_record
 

@@ -1,6 +1,6 @@
 """One row per config task, read from a run directory, with the reference's scoring rules applied.
 
-Rules (OSWORLD.md "Read results", applied through the error table `hcu.osworld.errors`): the denominator is
+Rules (applied through the error table `hcu.osworld.errors`): the denominator is
 every task in the config; a task that ended on the budget or the timeout scores 0 even if the evaluator passed
 it or then failed; a task without a usable score (missing result, evaluator error, runner error,
 infrastructure failure) is withheld; tokens count only when the gateway accounted for every generation.
