@@ -1,4 +1,4 @@
-"""Robustness (issue 10, items 10-14): bounded client connections, request bodies forwarded as sent and
+"""Robustness: bounded client connections, request bodies forwarded as sent and
 bounded, large events, a brief upstream outage absorbed, no state for scopes that never generate."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The token log (issue 10, items 8 and 9): it fails closed and loses nothing the gateway charged; a log
+"""The token log: it fails closed and loses nothing the gateway charged; a log
 deleted or moved while in use is put back; counters restore exactly from any log the gateway wrote."""
 
 from __future__ import annotations
