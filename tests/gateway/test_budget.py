@@ -57,7 +57,7 @@ async def test_refusal_is_provider_shaped_402_and_never_reaches_upstream(upstrea
 
 
 async def test_budget_0_is_no_budget(upstream, make_gateway):
-    """Item 10: max_model_calls 0 means no budget, at the gateway too: every call goes through."""
+    """max_model_calls 0 means no budget, at the gateway too: every call goes through."""
     gw = await make_gateway("openai", budget=0)
     client = openai.AsyncOpenAI(base_url=f"{gw.url}/t/a/v1", api_key=PLACEHOLDER, max_retries=0)
     for _ in range(3):

@@ -128,7 +128,7 @@ async def test_giving_up_after_max_wait_returns_429_with_retry_after(upstream, m
 
 
 async def test_a_rate_limit_after_content_is_forwarded_and_stays_a_rate_limit(upstream, make_gateway):
-    """Item 7: too late to resend, but still a rate limit: not a failed generation, so five of them
+    """Too late to resend, but still a rate limit: not a failed generation, so five of them
     in a row do not fail the task. A server error after content is a failed generation."""
     gw = await make_gateway("anthropic")
     body = {"model": "m", "max_tokens": 5, "messages": [], "stream": True}
