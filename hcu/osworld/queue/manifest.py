@@ -22,11 +22,15 @@ from pydantic import BaseModel
 from hcu import REPO_ROOT
 from hcu.defaults import AGENTS
 from hcu.osworld.attempt.lease import current_host
-from hcu.osworld.errors import RETRY_POLICY
+from hcu.osworld.errors import RETRY_POLICY, PhaseError
 from hcu.osworld.guest.container_image import resolve
 from hcu.osworld.guest.docker_engine import docker_client
+from hcu.osworld.osworld_bridge.process import OSWorldCodeError
 from hcu.osworld.queue.config import RunConfig, TaskSpec
 from hcu.record_io import Record, write_json, write_record
+
+# What the manifest records as an `error` instead of an identity: an input it cannot look up here.
+_UNKNOWABLE = (PhaseError, OSWorldCodeError)
 
 HASH_CHUNK_BYTES = 8 << 20
 HEALTHZ_TIMEOUT_SEC = 5.0
@@ -133,13 +137,12 @@ def git_revision(repo: Path) -> dict[str, Any]:
 
 def task_identity(config: RunConfig, task: TaskSpec) -> dict[str, Any]:
     """The task definition the runner will load (its own lookup), by path and sha256."""
-    from hcu.osworld.errors import PhaseError
     from hcu.osworld.tasks import load_task
 
     try:
         found = load_task(config.benchmark_version, task.id, config.domain_of(task), config.tasks_dir,
                           config.osworld_python)
-    except PhaseError as exc:
+    except _UNKNOWABLE as exc:
         return {"error": str(exc)}
     return {"path": str(found.source_path), "sha256": found.sha256}
 
@@ -147,13 +150,12 @@ def task_identity(config: RunConfig, task: TaskSpec) -> dict[str, Any]:
 def task_file_hashes(config: RunConfig) -> dict[str, dict[str, Any]]:
     """Every task's identity. The checkout's V1 folder is looked up once (it asks an OSWorld process, ~0.1 s:
     per task, a 1,107-task campaign waited two minutes before its first launch)."""
-    from hcu.osworld.errors import PhaseError
     from hcu.osworld.tasks import default_v1_tasks_dir
 
     if config.benchmark_version == "v1" and config.tasks_dir is None:
         try:
             config = config.model_copy(update={"tasks_dir": default_v1_tasks_dir(config.osworld_python)})
-        except PhaseError as exc:
+        except _UNKNOWABLE as exc:
             return {task.id: {"error": str(exc)} for task in config.tasks}
     return {task.id: task_identity(config, task) for task in config.tasks}
 
@@ -221,7 +223,6 @@ def gateway_health(gateway: str | None) -> dict[str, Any]:
 def osworld_revision(config: RunConfig) -> dict[str, Any]:
     """The OSWorld code the runner uses (its interpreter, the checkout revision or the installed desktop-env
     version, as the OSWorld process reports them) and the tasks folder's revision when it is a checkout."""
-    from hcu.osworld.errors import PhaseError
     from hcu.osworld.osworld_bridge.process import osworld_identity
 
     try:
@@ -229,7 +230,7 @@ def osworld_revision(config: RunConfig) -> dict[str, Any]:
         code = {**git_revision(Path(identity["checkout_root"])), "python": identity["python"],
                 "python_version": identity["python_version"],
                 "desktop_env_version": identity["desktop_env_version"]}
-    except PhaseError as exc:
+    except _UNKNOWABLE as exc:
         code = {"error": str(exc)}
     tasks = git_revision(config.tasks_dir) if config.tasks_dir else None
     return {"code": code, "tasks_dir": tasks}
