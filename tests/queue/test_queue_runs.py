@@ -12,6 +12,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from hcu.osworld.attempt.identity import AttemptId
 from hcu.osworld.attempt.lease import lease_for_this_process
 from hcu.osworld.errors import MAX_ATTEMPTS
 from hcu.osworld.queue.panel import QueueRefused, QueueStopped, run_lock
@@ -197,7 +198,8 @@ def test_bad_config_is_one_line_exit_2(tmp_path: Path, body: dict, names: str):
 
 def test_attempt_leased_by_another_host_is_refused(make_panel):
     panel = make_panel(["a"])
-    lease = lease_for_this_process(panel.config.run_id, "a", 1, panel.run_dir / "tasks" / "a")
+    attempt = AttemptId(run_id=str(panel.config.run_id), task_id="a", attempt=1)
+    lease = lease_for_this_process(attempt, panel.run_dir / "tasks" / "a")
     write_record(panel.run_dir / "tasks" / "a" / "attempt.json", lease.model_copy(update={"host": "elsewhere"}))
     with pytest.raises(QueueRefused, match="leased by host elsewhere"):
         panel.run()

@@ -25,6 +25,7 @@ from hcu.osworld.agents import get_adapter
 from hcu.osworld.agents.base import AgentContext, AgentPlan
 from hcu.osworld.attempt.agent_phase import AgentLimits, AgentOutcome, run_agent
 from hcu.osworld.attempt.app_check import AppCheck
+from hcu.osworld.attempt.cost import cost_for_scope
 from hcu.osworld.attempt.gateway_watch import GatewayWatch
 from hcu.osworld.attempt.identity import AttemptId
 from hcu.osworld.attempt.interrupts import StopSignals
@@ -73,18 +74,17 @@ def run_task(opts: RunTaskOptions, stops: StopSignals | None = None) -> TaskResu
     stops = stops or StopSignals()
     result_dir = opts.resolved_result_dir()
     result_dir.mkdir(parents=True, exist_ok=True)
-    attempt = AttemptId(run_id=opts.run_id, task_id=opts.task_id, attempt=opts.attempt)
+    attempt = AttemptId(run_id=opts.run_id, task_id=opts.task_id, attempt=opts.attempt, repeat=opts.repeat)
     phases = PhaseLog(str(attempt), on_change=lambda name: write_json(
         result_dir / "progress.json", {"phase": name, "since": time.time()}), admit=admission_from_env())
     run = _Attempt(opts, attempt, result_dir, phases)
     started = time.time()
     result = TaskResult(status="error", attempt_id=str(attempt), run_id=attempt.run_id, task_id=attempt.task_id,
-                        attempt=attempt.attempt, benchmark_version=opts.benchmark_version, agent=opts.agent,
-                        started_at=started)
+                        attempt=attempt.attempt, repeat=attempt.repeat, benchmark_version=opts.benchmark_version,
+                        agent=opts.agent, started_at=started)
     try:
         with stops.armed():
-            write_record(result_dir / "attempt.json",
-                         lease_for_this_process(attempt.run_id, attempt.task_id, attempt.attempt, result_dir))
+            write_record(result_dir / "attempt.json", lease_for_this_process(attempt, result_dir))
             run.execute(result)
     except Interrupted as exc:  # whatever phase it reached: never that phase's failure
         _fail(result, "interrupted", str(exc))
@@ -256,6 +256,7 @@ class _Attempt:
         with self.phases.phase("collect"):
             if o.token_log is not None:
                 result.usage = usage_for_scope(o.token_log, self.attempt.gateway_scope)
+                result.cost_usd = cost_for_scope(o.token_log, self.attempt.gateway_scope, o.prices)
         try:
             with self.phases.phase("cleanup"):
                 if self.guest is not None:
