@@ -14,6 +14,7 @@ the way run_task does (usage and cost from those rows at --prices). The scenario
    "outcomes": {"<key>": [{"status": ..., "score": ..., "failure_classification": ...,
                            "termination_reason": ...}, ...one per attempt; the last repeats]},
    "token_rows": {"<key>": [{"model": ..., "usage": {...}, "counted": true}, ...]},
+   "start_after": {"<key>": "<path that must exist before it writes its rows>"},
    "signal_file": {"<key>": "<path created once its rows are written>"},
    "wait_file": {"<key>": "<path that must exist before it finishes>"}}
 A key is a repeat's folder name (`<task>` or `<task>.r<n>`); a task id alone stands for all its repeats.
@@ -123,6 +124,7 @@ def main() -> None:
     for index, (name, span) in enumerate((scenario.get("phases") or {"agent": scenario["sleep_sec"]}).items()):
         with phases.phase(name):
             if index == 0:
+                wait_for_file(of_key(scenario, "start_after", attempt))  # type: ignore[arg-type]
                 charge(args.token_log, attempt, of_key(scenario, "token_rows", attempt, []))  # type: ignore[arg-type]
                 if signal := of_key(scenario, "signal_file", attempt):
                     Path(str(signal)).touch()

@@ -232,3 +232,24 @@ def test_a_configuration_failure_stops_launches_on_ray(ray_panel):
     assert panel.run() == dict.fromkeys(tasks, "finished")
     assert sorted((e["task_id"], e["attempt"]) for e in panel.events() if e["event"] == "start") == [
         ("c0", 1), ("c0", 2), ("c1", 1), ("c2", 1)]
+
+
+def test_repeats_on_ray_come_home_under_their_own_names(ray_panel, sleep_image, containers_of):
+    guest_fail = {"status": "error", "score": None, "failure_classification": "guest"}
+    panel = ray_panel(["q0", "q1"], image=sleep_image, repeats=2, max_active_tasks=4, sleep_sec=(0.2, 0.4),
+                      outcomes={"q1.r2": [guest_fail, {}]})
+    keys = ["q0", "q0.r2", "q1", "q1.r2"]
+    assert panel.run() == dict.fromkeys(keys, "finished")
+    run_dir, run_id = panel.run_dir, panel.config.run_id
+    attempts = {"q0": 1, "q0.r2": 1, "q1": 1, "q1.r2": 2}
+    assert sorted(manifest(run_dir)["attempt_nodes"]) == sorted(
+        [f"{run_id}/{key}/{n}" for key, n in attempts.items()] + [f"{run_id}/q1.r2/1"])
+    for key, attempt in attempts.items():
+        placement = orjson.loads((run_dir / "tasks" / key / "placement.json").read_bytes())
+        result = orjson.loads((run_dir / "tasks" / key / "result.json").read_bytes())
+        assert placement["attempt_id"] == result["attempt_id"] == f"{run_id}/{key}/{attempt}"
+        assert placement["repeat"] == result["repeat"] == (2 if key.endswith(".r2") else 1)
+        assert f"=== attempt {attempt} launched" in (run_dir / "logs" / f"{key}.log").read_text()
+    assert orjson.loads((run_dir / "retries" / "q1.r2-1" / "retry.json").read_bytes())["repeat"] == 2
+    assert summarize(run_dir)["repeats"] == 2
+    assert run_actors(run_id) == [] and containers_of(run_id) == []

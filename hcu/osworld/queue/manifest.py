@@ -25,7 +25,7 @@ from hcu.osworld.attempt.lease import current_host
 from hcu.osworld.errors import RETRY_POLICY
 from hcu.osworld.guest.container_image import resolve
 from hcu.osworld.guest.docker_engine import docker_client
-from hcu.osworld.queue.config import RunConfig, TaskSpec
+from hcu.osworld.queue.config import REPEAT_POLICY_TEXT, RunConfig, TaskSpec
 from hcu.record_io import Record, write_json, write_record
 
 HASH_CHUNK_BYTES = 8 << 20
@@ -66,6 +66,7 @@ class Manifest(Record):
     """The QEMU container image (`reference`, `id`, `repo_digest`); pinned from the first start that finds it on
     this host (a run may start before its first attempt pulls it). None for the test desktop."""
     retry_policy: str = RETRY_POLICY
+    repeat_policy: str = REPEAT_POLICY_TEXT
     starts: list[Start] = []
     nodes: dict[str, NodeInfo] = {}
     """Every node that ran an attempt of this run, by name."""

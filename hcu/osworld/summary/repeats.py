@@ -22,52 +22,43 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from hcu.osworld.queue.config import RunConfig
 from hcu.osworld.summary.rows import AttemptRow
 
-REPEAT_POLICY = "mean"
 
-
-@dataclass
+@dataclass(frozen=True)
 class TaskScores:
-    """One config task and the attempts that score its repeats."""
+    """One config task and the attempts that score its repeats, with its figures worked out once."""
 
     task_id: str
     domain: str
     stratum: str
     repeats: int
     """How many repeats the config asks for."""
-    rows: list[AttemptRow] = field(default_factory=list)
+    rows: list[AttemptRow]
+    scores: list[float]
+    """The usable scores among its repeats."""
+    mean: float | None
+    """The mean of the scored repeats (whether or not all are in)."""
+    successes: int
+    lower: float
+    """The task's score with each missing repeat counted 0."""
+    missing: float
+    """The share of its repeats without a usable score (the upper bound counts them 1)."""
 
-    @property
-    def scores(self) -> list[float]:
-        return [row.score for row in self.rows if row.score is not None]
+    @classmethod
+    def of(cls, task_id: str, stratum: str, repeats: int, rows: list[AttemptRow]) -> TaskScores:
+        scores = [row.score for row in rows if row.score is not None]
+        total = sum(scores)
+        return cls(task_id, rows[0].domain if rows else "unknown", stratum, repeats, rows, scores,
+                   total / len(scores) if scores else None, sum(1 for score in scores if score == 1.0),
+                   total / repeats, (repeats - len(scores)) / repeats)
 
     @property
     def complete(self) -> bool:
         return len(self.scores) == self.repeats
-
-    @property
-    def mean(self) -> float | None:
-        """The mean of the scored repeats (whether or not all are in)."""
-        scores = self.scores
-        return sum(scores) / len(scores) if scores else None
-
-    @property
-    def successes(self) -> int:
-        return sum(1 for score in self.scores if score == 1.0)
-
-    @property
-    def lower(self) -> float:
-        """The task's score with each missing repeat counted 0."""
-        return sum(self.scores) / self.repeats
-
-    @property
-    def missing(self) -> float:
-        """The share of its repeats without a usable score (the upper bound counts them 1)."""
-        return (self.repeats - len(self.scores)) / self.repeats
 
     def within_variance(self) -> float | None:
         """Sample variance of the scored repeats (None below two)."""
@@ -80,12 +71,11 @@ class TaskScores:
 
 def task_scores(config: RunConfig, rows: Sequence[AttemptRow]) -> list[TaskScores]:
     """The config's tasks in order, each with its repeat rows."""
-    tasks = {task.id: TaskScores(task.id, "", task.stratum or "", config.repeats_of(task)) for task in config.tasks}
+    grouped: dict[str, list[AttemptRow]] = {task.id: [] for task in config.tasks}
     for row in rows:
-        task = tasks[row.task_id]
-        task.domain = task.domain or row.domain
-        task.rows.append(row)
-    return list(tasks.values())
+        grouped[row.task_id].append(row)
+    return [TaskScores.of(task.id, task.stratum or "", config.repeats_of(task), grouped[task.id])
+            for task in config.tasks]
 
 
 def run_k(tasks: Sequence[TaskScores]) -> int:

@@ -20,11 +20,10 @@ import orjson
 from pydantic import ValidationError
 
 from hcu.osworld.errors import LIMIT_TERMINATIONS, POLICIES, RETRY_POLICY, policy_for
-from hcu.osworld.queue.config import RunConfig
+from hcu.osworld.queue.config import REPEAT_POLICY, RunConfig
 from hcu.osworld.summary.compare import compare
 from hcu.osworld.summary.cost import cost_summary
 from hcu.osworld.summary.repeats import (
-    REPEAT_POLICY,
     TaskScores,
     per_task,
     run_k,
@@ -136,8 +135,8 @@ def _repeat_figures(tasks: list[TaskScores], interval_of: str) -> dict[str, Any]
                                        "seed": BOOTSTRAP_SEED}}
 
 
-def summarize_rows(config: RunConfig, rows: list[AttemptRow], retried: list[RetriedAttempt]) -> dict[str, Any]:
-    tasks = task_scores(config, rows)
+def summarize_rows(config: RunConfig, tasks: list[TaskScores], retried: list[RetriedAttempt]) -> dict[str, Any]:
+    rows = [row for task in tasks for row in task.rows]
     overall = group_stats(tasks)
     of = "lower_bound" if overall["withheld"] else "score"
     repeated = any(task.repeats > 1 for task in tasks)
@@ -189,7 +188,8 @@ def load_run(run_dir: Path) -> Run:
     if made_with_stand_ins:
         raise SummaryError(f"{run_dir}: {len(made_with_stand_ins)} result(s) were made with stand-in assets "
                            f"(generated task files, e.g. task {made_with_stand_ins[0]}): not a scored run")
-    return Run(run_dir, config, rows, task_scores(config, rows), summarize_rows(config, rows, retried))
+    tasks = task_scores(config, rows)
+    return Run(run_dir, config, rows, tasks, summarize_rows(config, tasks, retried))
 
 
 def write_csv(path: Path, run: Run) -> None:
