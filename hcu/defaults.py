@@ -73,6 +73,21 @@ class GuestDefaults(BaseModel):
 GUEST = GuestDefaults()
 
 
+class SetupDefaults(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    step_timeout_sec: float = 300.0
+    """Each setup or postconfig step: well under the phase timeout, since OSWorld's in-guest server waits up to 30
+    minutes for some (a window of an opened file) and its controller does not bound them."""
+    app_start_timeout_sec: float = 180.0
+    """An application to show up after the step that starts it (measured first starts are 2-15 s, GIMP the
+    slowest; a loaded 2-core machine running several guests stretches them several times); an `open` step ends
+    here when no window of the file came."""
+
+
+SETUP = SetupDefaults()
+
+
 class GatewayDefaults(BaseModel):
     model_config = ConfigDict(frozen=True)
 

@@ -19,17 +19,15 @@ from typing import Any
 from hcu.flags import OneLineParser, add_flags, parse_flags
 from hcu.osworld.canary import sweep_report
 from hcu.osworld.canary.sweep import Sweep, SweepError, SweepOptions, select_tasks
-from hcu.osworld.setup_canary import check_paths, guest_defaults
+from hcu.osworld.setup_canary import resolved
 
 
 def parse_args(argv: list[str] | None) -> SweepOptions:
     parser = OneLineParser(prog="python -m hcu.osworld.canary_sweep", description=__doc__)
     add_flags(parser, SweepOptions)
     opts = parse_flags(SweepOptions, argv, parser)
-    if (stand_ins := check_paths(parser, opts, "--out", opts.out)) is not None:
-        opts = opts.model_copy(update={"asset_cache": stand_ins})
-    return opts.model_copy(update={**guest_defaults(opts, "v1"), "out": opts.out.resolve(),
-                                   "tasks_dir": opts.tasks_dir.resolve()})
+    opts = resolved(parser, opts, "--out", opts.out)
+    return opts.model_copy(update={"out": opts.out.resolve(), "tasks_dir": opts.tasks_dir.resolve()})
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,7 +1,8 @@
 """The one error table: every failure class, where it comes from, and what retry, scoring and summaries do.
 
-A failure is classified where it happens (a phase raises a `PhaseError` subclass, a stop signal raises
-`Interrupted`); `run_task` (its exit status), the queue (retry, pause, stop), resume and `summarize` (score or
+A failure is classified where it happens (a phase raises a `PhaseError` subclass, a deadline or a stop signal
+ends it with an `AttemptEnded`, and the attempt runner translates lower-level errors once, by the phase they end);
+`run_task` (its exit status), the queue (retry, pause, stop), resume and `summarize` (score or
 withhold) all read `policy_for(failure_classification)` rather than guessing from logs. Stored results resolve
 like live ones, because the key is the class name recorded in result.json.
 """
@@ -41,22 +42,26 @@ class ErrorPolicy:
     """How long the queue holds new launches after this failure (a rate-limited run cools down)."""
     exit_status: int = 1
     """run_task's exit status for an attempt that ended here."""
+    about_task: bool = True
+    """False when the failure says nothing about the task (its guest never served it, or the runner stopped):
+    a canary sweep runs that task's canary again."""
 
 
 CLEAN = ErrorPolicy(retry=False, scored=True, zero_on_limit=True, exit_status=0)
 """An attempt without a failure class: the evaluator's score (0 on budget or timeout)."""
 _INFRASTRUCTURE = ErrorPolicy(retry=True, scored=False, zero_on_limit=False)
+_NOT_ABOUT_THE_TASK = ErrorPolicy(retry=True, scored=False, zero_on_limit=False, about_task=False)
 _UNSCORED = ErrorPolicy(retry=False, scored=False, zero_on_limit=False)
 
 POLICIES: dict[str, ErrorPolicy] = {
-    "guest": _INFRASTRUCTURE,
+    "guest": _NOT_ABOUT_THE_TASK,
     "setup": _INFRASTRUCTURE,
     "gateway": _INFRASTRUCTURE,
     "probe": _INFRASTRUCTURE,
     "upstream_rate_limit": ErrorPolicy(retry=True, scored=False, zero_on_limit=False, pause_launches_sec=300.0),
     "upstream_error": _INFRASTRUCTURE,
-    "interrupted": _INFRASTRUCTURE,
-    "node_lost": _INFRASTRUCTURE,
+    "interrupted": _NOT_ABOUT_THE_TASK,
+    "node_lost": _NOT_ABOUT_THE_TASK,
     "configuration": ErrorPolicy(retry=False, scored=False, zero_on_limit=False, stop_queue=True, exit_status=2),
     "agent": _UNSCORED,
     "evaluator": ErrorPolicy(retry=False, scored=False, zero_on_limit=True),
@@ -67,7 +72,7 @@ LIMIT_TERMINATIONS = ("max_model_calls", "timeout")
 """Termination reasons that score 0 whatever the evaluator said (or whether it could say anything)."""
 
 MAX_ATTEMPTS = 4
-"""The first attempt plus at most three infrastructure retries."""
+"""The first attempt plus at most three infrastructure retries (the queue's and the canary sweep's)."""
 RETRY_POLICY = (f"infrastructure failures rerun the task, at most {MAX_ATTEMPTS} attempts; the one attempt "
                 "left in tasks/ is scored (never a best-of or mean); retries/ are kept and never scored")
 """How a score relates to retries, as manifest.json and summary.json state it."""
@@ -91,7 +96,9 @@ def counted_score(failure_classification: str | None, termination_reason: str | 
 
 
 class PhaseError(Exception):
-    """A failure raised by a pipeline phase, carrying its classification. Messages never hold credentials."""
+    """A failure a phase decided where it happened, carrying its class. Messages never hold credentials.
+    Lower-level errors (the guest API, Docker, OSWorld's process, the asset cache) are not PhaseErrors: the
+    attempt runner translates them once, by the phase they end (hcu.osworld.attempt.failures)."""
 
     classification: FailureClass = "runner"
 
@@ -128,28 +135,45 @@ class ConfigurationError(PhaseError):
     classification = "configuration"
 
 
-class PhaseTimeout:
-    """Mixed into the timeout type of each phase, raised when the phase overruns `timeout_seconds`."""
+class AttemptEnded(BaseException):
+    """Ends an attempt wherever it is blocked: a phase deadline or a stop signal. A BaseException, so no
+    `except Exception` on the way can swallow it or relabel it as the failure of what it interrupted."""
+
+    classification: FailureClass = "runner"
 
 
-class BootTimeout(PhaseTimeout, GuestError):
-    pass
+class PhaseTimeout(AttemptEnded):
+    """Raised when a phase overruns its deadline; each phase that has one has its own type and class."""
 
 
-class SetupTimeout(PhaseTimeout, SetupError):
-    pass
+class BootTimeout(PhaseTimeout):
+    classification = "guest"
 
 
-class ProbeTimeout(PhaseTimeout, ProbeError):
-    pass
+class SetupTimeout(PhaseTimeout):
+    classification = "setup"
 
 
-class EvaluationTimeout(PhaseTimeout, EvaluatorError):
-    pass
+class ProbeTimeout(PhaseTimeout):
+    classification = "probe"
 
 
-class Interrupted(BaseException):
-    """SIGTERM/SIGINT reached the runner. A BaseException, so no `except Exception` on the way relabels it as
-    the failure of the phase it interrupted: the attempt ends as `interrupted`, recorded and cleaned up."""
+class EvaluationTimeout(PhaseTimeout):
+    classification = "evaluator"
 
-    classification: FailureClass = "interrupted"
+
+class Interrupted(AttemptEnded):
+    """SIGTERM/SIGINT reached the runner: the attempt ends as `interrupted`, recorded and cleaned up."""
+
+    classification = "interrupted"
+
+
+OSWORLD_ERROR_CLASSES: dict[str, FailureClass] = {
+    "missing_function": "evaluator",  # a metric or getter the task names is not in this OSWorld: never scorable
+    "missing_module": "configuration",  # the OSWorld interpreter lacks a module its code imports
+    "needs": "configuration",  # a V2 task needs a service this run does not provide
+    "task": "configuration",  # a V2 task file that does not load
+    "protocol": "runner",  # hcu spoke to its OSWorld process out of protocol
+}
+"""Failures of OSWorld's process whose class does not depend on the phase they end; any other kind (a step that
+failed, an exception, a deadline, a crash) is a failure of the phase it happened in."""

@@ -16,8 +16,9 @@ from pydantic import Field, model_validator
 
 from hcu import REPO_ROOT
 from hcu.computer_use.channels import DEFAULT_CHANNELS
-from hcu.defaults import AGENTS, BENCHMARKS, GUEST, AgentName, BenchmarkVersion
+from hcu.defaults import AGENTS, BENCHMARKS, GUEST, SETUP, AgentName, BenchmarkVersion
 from hcu.flags import Settings
+from hcu.osworld.osworld_bridge.assets import DEFAULT_ASSET_CACHE
 
 Channel = Literal["gui", "a11y", "keyboard"]
 SAFE_NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
@@ -61,6 +62,16 @@ class GuestSettings(Settings):
     def test_desktop_image(self) -> str | None:
         return GUEST.test_desktop_image if self.test_desktop is True else self.test_desktop
 
+    def guest_defaults(self, benchmark_version: BenchmarkVersion) -> dict[str, Any]:
+        """The guest fields with the benchmark version's defaults filled, for `model_copy(update=...)`."""
+        version = BENCHMARKS[benchmark_version]
+        return {
+            "guest_image": self.guest_image.expanduser().resolve() if self.guest_image else None,
+            "test_desktop": self.test_desktop_image,
+            "volume_size": self.volume_size or version.volume_size,
+            "client_password": version.client_password if self.client_password is None else self.client_password,
+        }
+
 
 class AssetSettings(Settings):
     asset_cache: Path | None = None
@@ -78,6 +89,14 @@ class OSWorldSettings(Settings):
     osworld_python: Path | None = None
     """The interpreter that runs OSWorld's setup and evaluator code in its own process (an OSWorld checkout's
     venv python); default the evaluator venv .venv-osworld (`make osworld-venv`)."""
+
+
+class SetupSettings(Settings):
+    setup_step_timeout_seconds: float = Field(default=SETUP.step_timeout_sec, gt=0)
+    """Deadline of each setup or postconfig step (OSWorld's server and controller leave some unbounded)."""
+    app_start_timeout_seconds: float = Field(default=SETUP.app_start_timeout_sec, gt=0)
+    """How long an application may take to show up after the setup step that starts it; an `open` step whose
+    file shows no window ends here."""
 
 
 class AgentSettings(Settings):
@@ -108,11 +127,14 @@ class AgentSettings(Settings):
         return self
 
 
-class LimitSettings(Settings):
-    max_model_calls: int = Field(default=100, ge=0)
-    """Per-task budget of counted generations (0 = no budget); the gateway's --max-requests-per-task."""
+class TimeoutSettings(Settings):
     timeout_seconds: float = Field(default=3600.0, ge=0)
     """Per-phase timeout (0 = none): boot, setup, probe, agent and evaluation each end at it."""
+
+
+class LimitSettings(TimeoutSettings):
+    max_model_calls: int = Field(default=100, ge=0)
+    """Per-task budget of counted generations (0 = no budget); the gateway's --max-requests-per-task."""
     no_progress_seconds: float = Field(default=900.0, ge=0)
     """Stop an agent whose output and model calls stand still this long (0 = never); scored 0 as a timeout."""
     rate_limit_resume_delay: float = Field(default=60.0, ge=0)
@@ -170,8 +192,8 @@ class GatewaySettings(Settings):
     attempt's scope secret, so no other guest can use, read or end this attempt's scope. Created when missing."""
 
 
-class AttemptSettings(CostSettings, GatewaySettings, LimitSettings, AgentSettings, OSWorldSettings, AssetSettings,
-                      GuestSettings, TaskSettings):
+class AttemptSettings(CostSettings, GatewaySettings, LimitSettings, AgentSettings, SetupSettings, OSWorldSettings,
+                      AssetSettings, GuestSettings, TaskSettings):
     """Everything one attempt runs with, apart from which task it is and where its results go."""
 
     @model_validator(mode="after")
@@ -198,23 +220,23 @@ class AttemptSettings(CostSettings, GatewaySettings, LimitSettings, AgentSetting
     def resolved(self: S, base: Path, gateway_host: Callable[[], str]) -> S:
         """A copy with every default filled and every path absolute (relative ones against `base`);
         `gateway_host` is asked only when no gateway is set. Idempotent."""
-        agent, version = AGENTS[self.agent], BENCHMARKS[self.benchmark_version]
+        agent = AGENTS[self.agent]
         guide = self.instructions_file
         updates: dict[str, Any] = {
+            **self.guest_defaults(self.benchmark_version),
             "model": self.model or agent.model,
             "effort": self.effort or agent.effort,
-            "client_password": version.client_password if self.client_password is None else self.client_password,
-            "volume_size": self.volume_size or version.volume_size,
-            "test_desktop": self.test_desktop_image,
             "gateway": (self.gateway or f"http://{gateway_host()}:{agent.gateway_port}").rstrip("/"),
             "instructions_file": "" if guide == "" else str(absolute(base, guide or self.default_guide())),
             "base_instructions_file": absolute(base, self.base_instructions_file or INSTRUCTIONS / "base.md"),
             "artifact_dir": absolute(base, self.artifact_dir or REPO_ROOT / "artifacts"),
-            "asset_cache": absolute(base, self.asset_cache or REPO_ROOT / (
-                "assets-stand-ins" if self.asset_stand_ins else "assets")),
+            "asset_cache": absolute(base, self.asset_cache) if self.asset_cache else
+            None if self.asset_stand_ins else DEFAULT_ASSET_CACHE,  # stand-ins: their own default cache
             "offline_assets": self.offline_assets or self.asset_stand_ins,
         }
-        for key in ("guest_image", "tasks_dir", "agent_binary", "mcp_binary", "token_log", "scope_key_file"):
+        if self.guest_image is not None:
+            updates["guest_image"] = absolute(base, self.guest_image)
+        for key in ("tasks_dir", "agent_binary", "mcp_binary", "token_log", "scope_key_file"):
             value = getattr(self, key)
             updates[key] = None if value is None else absolute(base, value)
         # not resolved: a venv's python is a symlink to the base interpreter, which lacks the venv's packages

@@ -122,13 +122,16 @@ def _parse_v1(path: Path) -> TaskDefinition:
 
 
 def _load_v2(task_id: str, tasks_dir: Path | None, osworld_python: Path | None) -> TaskDefinition:
-    """A V2 task class, described by the OSWorld process; a need this run cannot meet is a one-line error."""
+    """A V2 task class, described by the OSWorld process; a class it cannot find or load, or a need this run
+    cannot meet, is a one-line TaskError (other failures of that process are raised as they are)."""
     from hcu.osworld.osworld_bridge.process import OSWorldCodeError, describe_v2_task
 
     try:
         found = describe_v2_task(task_id, tasks_dir, osworld_python)
     except OSWorldCodeError as exc:
-        raise TaskError(str(exc).removeprefix("loading the V2 task: ")) from None
+        if exc.kind != "task":
+            raise
+        raise TaskError(exc.detail) from None
     if found["needs"]:
         raise TaskError(f"V2 task {task_id} needs {', '.join(found['needs'])}, which this run does not provide")
     return TaskDefinition(

@@ -13,6 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 import requests
 
+from hcu.osworld.attempt.failures import translate
 from hcu.osworld.guest.answer import MESSAGE_LIMIT, answer_message
 from hcu.osworld.osworld_bridge.assets import AssetCache
 from hcu.osworld.osworld_bridge.child.getter_state import read_nothing, wrap_getters
@@ -146,7 +147,7 @@ class _RefusingProcess:
         self.message = message
 
     def call(self, method: str, params: dict, *, deadline_sec: float, what: str) -> dict:
-        raise OSWorldCodeError(f"{what}: {self.message}")
+        raise OSWorldCodeError(what, self.message, kind="step_failed")
 
 
 @pytest.mark.parametrize(("kind", "command", "missing", "expected"), [
@@ -164,7 +165,7 @@ def test_a_program_the_guest_lacks_is_a_missing_application(tmp_path, kind, comm
     with pytest.raises(SetupStepError) as failed:
         run_steps(refused, [step], password="pw", cache_dir=tmp_path,  # type: ignore[arg-type]
                   assets=AssetCache(root=tmp_path / "assets"), step_deadline_sec=10)
-    assert failed.value.classification == expected
+    assert translate(failed.value, "setup").classification == expected
     named = {"code": "VS Code", "gimp": "GIMP"}.get(program, program)
     assert (f"missing application: {named} (`{program}`)" in str(failed.value)) == (expected == "configuration")
     assert "\n" not in str(failed.value)

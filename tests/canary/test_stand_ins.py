@@ -13,8 +13,10 @@ import orjson
 import pytest
 
 from hcu.osworld.osworld_bridge.assets import STAND_IN_MARKER, AssetCache, AssetError, cache_path, holds_stand_ins
-from hcu.osworld.osworld_bridge.stand_ins import archive_members, provide, task_files
+from hcu.osworld.osworld_bridge.process import child_env
 from hcu.osworld.queue.config import ConfigError, parse_config
+from hcu.osworld.stand_ins.plan import archive_members, expected_files, task_files
+from hcu.osworld.stand_ins.source import StandInAssets
 from hcu.osworld.summary.run_summary import SummaryError, summarize
 from hcu.osworld.tasks import load_task
 from tests.official_tasks import OFFICIAL_TASKS
@@ -39,7 +41,7 @@ def test_every_file_a_task_fetches_is_named_with_where_it_lands() -> None:
 
 
 def test_stand_ins_live_in_a_marked_cache_of_their_own(tmp_path: Path) -> None:
-    cache = AssetCache.configured(tmp_path / "stand-ins", offline=False, stand_ins=True)
+    cache = StandInAssets.at(tmp_path / "stand-ins", None)
     assert (cache.stand_ins, cache.offline) == (True, True) and holds_stand_ins(cache.root)
     assert "never" in (cache.root / STAND_IN_MARKER).read_text().lower()
     # whatever runs on a marked cache is marked, flag or not
@@ -48,14 +50,34 @@ def test_stand_ins_live_in_a_marked_cache_of_their_own(tmp_path: Path) -> None:
     cache_path(real, f"{HF}/os/t/photo.jpg").parent.mkdir(parents=True)
     cache_path(real, f"{HF}/os/t/photo.jpg").write_bytes(b"a real photo")
     with pytest.raises(AssetError, match="holds real task files; give stand-ins a folder of their own"):
-        AssetCache.configured(real, offline=True, stand_ins=True)
+        StandInAssets.at(real, None)
     assert not holds_stand_ins(real)
 
 
 def test_no_stand_in_is_written_into_a_real_cache(tmp_path: Path) -> None:
     task = load_task("v1", "4e6fcf72-daf3-439f-a232-c434ce416af6", "libreoffice_calc", OFFICIAL_TASKS)
-    with pytest.raises(AssetError, match="not a stand-in cache"):
-        provide(None, task, AssetCache(root=tmp_path, offline=True))  # type: ignore[arg-type]
+    AssetCache.configured(tmp_path, offline=True).prepare(task)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_stand_in_source_makes_what_the_task_fetches_once(tmp_path: Path, evaluator_python: Path) -> None:
+    task = load_task("v1", "4e6fcf72-daf3-439f-a232-c434ce416af6", "libreoffice_calc", OFFICIAL_TASKS)
+    source = StandInAssets.at(tmp_path / "stand-ins", evaluator_python)
+    source.prepare(task)
+    made = [cache_path(source.root, url) for url in task_files(task)]
+    assert all(path.is_file() for path in made) and len(made) == 2
+    stamps = [path.stat().st_mtime_ns for path in made]
+    source.prepare(task)
+    assert [path.stat().st_mtime_ns for path in made] == stamps, "what the cache holds is not made again"
+
+
+def generate(python: Path, folder: Path, files: dict[str, list[str]]) -> None:
+    """Stand-ins for `files` (name: archive members) in `folder`, made as the stand-in source makes them."""
+    jobs = [{"url": f"{HF}/x/{name}", "names": [name], "target": str(folder / name), "members": members,
+             "role": "input"} for name, members in files.items()]
+    done = subprocess.run([str(python), "-m", "hcu.osworld.stand_ins.generate"], input=orjson.dumps(jobs).decode(),
+                          capture_output=True, text=True, env=child_env(), timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
 
 
 def test_a_run_config_with_stand_ins_is_refused(tmp_path: Path) -> None:
@@ -63,7 +85,7 @@ def test_a_run_config_with_stand_ins_is_refused(tmp_path: Path) -> None:
             "gateway": "http://127.0.0.1:9", "results_dir": str(tmp_path), "tasks": ["t1"]}
     with pytest.raises(ConfigError, match="asset_stand_ins: a run config makes a scored run"):
         parse_config({**body, "asset_stand_ins": True}, tmp_path / "r.json")
-    marked = AssetCache.configured(tmp_path / "generated", offline=True, stand_ins=True).root
+    marked = StandInAssets.at(tmp_path / "generated", None).root
     with pytest.raises(ConfigError, match="stand-ins .generated task files"):
         parse_config({**body, "asset_cache": str(marked)}, tmp_path / "r.json")
 
@@ -109,14 +131,9 @@ print(json.dumps(seen))
 
 
 def test_stand_ins_of_every_type_are_read_back_by_osworlds_libraries(tmp_path: Path, evaluator_python: Path) -> None:
-    from hcu.osworld.osworld_bridge.process import OSWorldProcess
-
     names = ["Sales.xlsx", "file.xls", "Report.docx", "Deck.pptx", "paper.pdf", "logo.png", "photo.jpg", "clip.mp4",
              "song.mp3", "sheet.ods", "book.zip", "thunderbird-profile.tar.gz", "image.xcf", "history_new.sqlite"]
-    with OSWorldProcess(evaluator_python, work_dir=tmp_path / "work") as process:
-        for name in names:
-            process.call("stand_in", {"url": f"{HF}/x/{name}", "names": [name], "target": str(tmp_path / name)},
-                         deadline_sec=120, what="stand-in")
+    generate(evaluator_python, tmp_path, dict.fromkeys(names, []))
     done = subprocess.run([str(evaluator_python), "-c", READ_BACK, str(tmp_path)], capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -183,8 +200,6 @@ print(json.dumps(seen))
 
 
 def test_the_gold_is_what_the_evaluator_alone_fetches() -> None:
-    from hcu.osworld.osworld_bridge.stand_ins import expected_files
-
     calc = load_task("v1", "4e6fcf72-daf3-439f-a232-c434ce416af6", "libreoffice_calc", OFFICIAL_TASKS)
     assert expected_files(calc) == {  # postconfig downloads it after the agent
         f"{HF}/libreoffice_calc/4e6fcf72-daf3-439f-a232-c434ce416af6/Employee_Age_By_Birthday_gold.xlsx"}
@@ -197,7 +212,7 @@ def test_the_gold_is_what_the_evaluator_alone_fetches() -> None:
 def test_a_chrome_history_stand_in_carries_the_schema_version_chrome_keeps(tmp_path: Path) -> None:
     import sqlite3
 
-    from hcu.osworld.osworld_bridge.child.stand_in_files import make
+    from hcu.osworld.stand_ins.files import make
 
     make(f"{HF}/chrome/t/history_empty.sqlite", ["history_new.sqlite"], str(tmp_path / "History"))
     with sqlite3.connect(tmp_path / "History") as db:  # without a version Chrome razes it, setup's history too
@@ -213,7 +228,7 @@ from pathlib import Path
 logging.disable(logging.CRITICAL)
 import openpyxl
 from desktop_env.evaluators import metrics
-from hcu.osworld.osworld_bridge.child.stand_in_files import make
+from hcu.osworld.stand_ins.files import make
 folder, hf = Path(sys.argv[1]), sys.argv[2]
 def made(name, role="input"):
     make(f"{hf}/t/{role}/{name}", [name], str(folder / f"{role}-{name}"), role=role)
@@ -238,15 +253,10 @@ print(json.dumps(seen))
 
 
 def test_stand_ins_hold_what_official_metrics_read_in_them(tmp_path: Path, evaluator_python: Path) -> None:
-    from hcu.osworld.osworld_bridge.process import OSWorldProcess
-
     files = {"Artist - Title.mp3": [], "Sales.xlsx": [], "Deck.pptx": [], "script.py": [], "image.xcf": [],
              "cssselect-1.3.0-py3-none-any.whl": [], "book.zip": ["book/", "book/Chapter 1.pdf"],
              "gold_slides.zip": ["slides/slides.pdf"]}
-    with OSWorldProcess(evaluator_python, work_dir=tmp_path / "work") as process:
-        for name, members in files.items():
-            process.call("stand_in", {"url": f"{HF}/x/{name}", "names": [name], "target": str(tmp_path / name),
-                                      "members": members}, deadline_sec=120, what="stand-in")
+    generate(evaluator_python, tmp_path, files)
     done = subprocess.run([str(evaluator_python), "-c", DEEPER, str(tmp_path)], capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]

@@ -75,7 +75,7 @@ def test_a_command_the_guest_cannot_run_fails_its_step_with_the_password_masked(
 def test_an_application_that_never_shows_a_window_fails_the_step_that_started_it(tmp_path: Path) -> None:
     task_id, tasks = synthetic(tmp_path, "hcu-strict-no-window",
                                [{"type": "launch", "parameters": {"command": ["gimp", "--version"]}}])
-    code, report, stderr = canary(tmp_path, task_id, tasks, "--app-deadline", "5")
+    code, report, stderr = canary(tmp_path, task_id, tasks, "--app-start-timeout-seconds", "5")
     assert (code, report["failure_classification"]) == (1, "setup"), stderr[-2000:]
     failed = report["setup_steps"][-1]
     # the guest answered "launched" (GIMP printed its version and exited)

@@ -14,8 +14,8 @@ import orjson
 import pytest
 
 from hcu import REPO_ROOT
+from hcu.osworld.canary.attempt import CanaryReport
 from hcu.osworld.canary.sweep import report_path
-from hcu.osworld.setup_canary import CanaryReport
 from hcu.record_io import read_record, write_record
 from tests.official_tasks import OFFICIAL_TASKS
 from tests.run_task.test_domains import DOMAIN_TASKS

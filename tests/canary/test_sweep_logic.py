@@ -13,6 +13,7 @@ from hcu import REPO_ROOT
 from hcu.osworld.attempt.result import EmptyGetter
 from hcu.osworld.canary import sweep as sweep_module
 from hcu.osworld.canary import sweep_report
+from hcu.osworld.canary.attempt import CanaryReport
 from hcu.osworld.canary.sweep import (
     STATE_NAME,
     Sweep,
@@ -25,7 +26,6 @@ from hcu.osworld.canary.sweep import (
 )
 from hcu.osworld.errors import MAX_ATTEMPTS
 from hcu.osworld.osworld_bridge.evaluate import EvalResult
-from hcu.osworld.setup_canary import CanaryReport
 from hcu.record_io import write_record
 from tests.official_tasks import OFFICIAL_TASKS
 
@@ -100,13 +100,18 @@ def test_an_interrupted_canary_runs_again_and_a_resume_keeps_the_settings(tmp_pa
 
 
 def test_a_canary_whose_guest_failed_runs_again_at_once_and_on_resume(tmp_path: Path, monkeypatch) -> None:
+    """The sweep's workers (forked processes, so the canary below stands in for the real one there too) run a
+    canary whose guest failed again at once, up to the table's attempts, and a resume runs it again."""
     opts = options(tmp_path, domains=["vlc"], per_domain=2, max_parallel=1, osworld_python=sys.executable)
     flaky, steady = select_tasks(opts)
-    runs: list[str] = []
+    runs = tmp_path / "runs.txt"
 
-    def canary(options, task, process) -> CanaryReport:
-        runs.append(task.id)
-        guest_fails = task.id == flaky.id and runs.count(task.id) < 3
+    def canary(options, *, stops, osworld) -> CanaryReport:
+        with runs.open("a") as f:
+            f.write(options.task_id + "\n")
+        seen = runs.read_text().split().count(options.task_id)
+        task = flaky if options.task_id == flaky.id else steady
+        guest_fails = task.id == flaky.id and seen < 3
         done = (report(task, "failed", classification="guest", error="guest not ready in 1 s") if guest_fails
                 else report(task, "passed", score=0.0))
         write_record(options.result_dir / "report.json", done)
@@ -115,15 +120,20 @@ def test_a_canary_whose_guest_failed_runs_again_at_once_and_on_resume(tmp_path: 
     monkeypatch.setattr(sweep_module, "run", canary)
     monkeypatch.setattr(Sweep, "_remove_leftovers", lambda self, run_id: None)
     Sweep(opts).execute([flaky, steady])
-    assert sorted(runs) == sorted([flaky.id] * 3 + [steady.id])
+    assert sorted(runs.read_text().split()) == sorted([flaky.id] * 3 + [steady.id])
     assert final_report(report_path(opts.out, flaky)).status == "passed"
     write_record(report_path(opts.out, steady), report(steady, "failed", classification="guest", error="died"))
     assert final_report(report_path(opts.out, steady)) is None  # a resume runs it again
-    runs.clear()
-    monkeypatch.setattr(sweep_module, "run", lambda options, task, process: runs.append(task.id) or report(
-        task, "failed", classification="guest", error="guest not ready in 1 s"))
+    runs.unlink()
+
+    def always_failing(options, *, stops, osworld) -> CanaryReport:
+        with runs.open("a") as f:
+            f.write(options.task_id + "\n")
+        return report(steady, "failed", classification="guest", error="guest not ready in 1 s")
+
+    monkeypatch.setattr(sweep_module, "run", always_failing)
     Sweep(opts).execute([flaky, steady])
-    assert runs == [steady.id] * MAX_ATTEMPTS  # then it stays a failure, listed, until the next resume
+    assert runs.read_text().split() == [steady.id] * MAX_ATTEMPTS  # then it stays a failure until the next resume
 
 
 def test_bad_flags_exit_2_with_one_line(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from hcu import REPO_ROOT
+from hcu.osworld.attempt.failures import translate
 from hcu.osworld.attempt.identity import AttemptId
 from hcu.osworld.attempt.result import TaskResult
 from hcu.osworld.errors import BootTimeout, ConfigurationError, GuestError, policy_for
@@ -111,5 +112,6 @@ def test_an_asset_missing_from_an_offline_cache_is_a_configuration_error(tmp_pat
     with pytest.raises(SetupStepError) as missed:
         run_steps(never_started, [step], password="pw", cache_dir=tmp_path,
                   assets=AssetCache(root=tmp_path / "assets", offline=True), step_deadline_sec=10)
-    assert missed.value.classification == "configuration"
+    assert translate(missed.value, "setup").classification == "configuration"
+    assert translate(missed.value, "evaluator").classification == "configuration", "in a postconfig step too"
     assert "offline_assets forbids downloading" in str(missed.value)

@@ -1,5 +1,5 @@
-"""The one error table (issue 14): every class decides retry, score and withhold there; the run's pieces read
-it. Pure logic: the table, the scoring rule, the exit status, the stop signals, the phase deadlines."""
+"""The one error table: every class decides retry, score and withhold there, and what ends a phase is translated
+into a class once. Pure logic: the table, the translation, the scoring rule, the stop signals, the deadlines."""
 
 from __future__ import annotations
 
@@ -10,26 +10,50 @@ from typing import get_args
 
 import pytest
 
+from hcu.osworld.attempt.failures import translate
 from hcu.osworld.attempt.interrupts import StopSignals
 from hcu.osworld.errors import (
     CLEAN,
     POLICIES,
     FailureClass,
     Interrupted,
+    SetupTimeout,
     counted_score,
     policy_for,
 )
+from hcu.osworld.guest.api import GuestAPIError
+from hcu.osworld.osworld_bridge.assets import AssetError, OfflineAssetMiss
+from hcu.osworld.osworld_bridge.process import OSWorldCodeError
+from hcu.osworld.osworld_bridge.setup import SetupStepError
 
 
 def test_every_class_has_one_policy() -> None:
     assert set(get_args(FailureClass)) == set(POLICIES)
     assert policy_for(None) is CLEAN and CLEAN.scored and not CLEAN.retry
     assert policy_for("a-class-from-another-version") == POLICIES["runner"], "unknown: neither retried nor scored"
-    infrastructure = {name for name, p in POLICIES.items() if p.retry}
-    assert infrastructure == {"guest", "setup", "gateway", "probe", "upstream_rate_limit", "upstream_error",
-                              "interrupted", "node_lost"}
     assert not any(p.scored for p in POLICIES.values()), "a failure never yields the evaluator's score"
-    assert [name for name, p in POLICIES.items() if p.stop_queue] == ["configuration"]
+
+
+@pytest.mark.parametrize("error, phase, expected", [
+    (OSWorldCodeError("setup step 0 (open)", "the guest answered 500", kind="step_failed"), "setup", "setup"),
+    (OSWorldCodeError("evaluator", "exceeded its 5 s deadline", kind="deadline"), "evaluator", "evaluator"),
+    (OSWorldCodeError("loading the evaluator", "no get_foo in this OSWorld", kind="missing_function"), "setup",
+     "evaluator"),  # never scorable, whichever phase found out
+    (OSWorldCodeError("osworld_python", "cannot import desktop_env", kind="missing_module"), "setup",
+     "configuration"),
+    (SetupStepError("postconfig step 0 failed", [], OfflineAssetMiss("asset not in the cache")), "evaluator",
+     "configuration"),
+    (SetupStepError("setup step 1 failed", [], AssetError("asset download failed: 503")), "setup", "setup"),
+    (GuestAPIError("GET /screenshot", None, "timed out"), "evaluator", "guest"),
+    (SetupTimeout("phase setup overran"), "setup", "setup"),
+    (Interrupted("runner received SIGTERM"), "evaluator", "interrupted"),
+    (KeyError("a bug"), "setup", "runner"),
+])
+def test_what_ends_a_phase_is_translated_once_by_the_phase_it_ends(error: BaseException, phase: FailureClass,
+                                                                   expected: str) -> None:
+    failure = translate(error, phase)
+    assert failure.classification == expected
+    assert "\n" not in failure.message and failure.message
 
 
 def test_an_interruption_is_no_exception_a_broad_handler_can_relabel() -> None:
@@ -57,13 +81,6 @@ def test_an_interruption_is_no_exception_a_broad_handler_can_relabel() -> None:
 def test_the_score_that_counts(failure: str | None, termination: str | None, evaluator: float | None,
                                counted: float | None) -> None:
     assert counted_score(failure, termination, evaluator) == counted
-
-
-def test_exit_status() -> None:
-    """Item 3: run_task exits 0 only for a completed attempt; 2 when the input itself is wrong."""
-    assert policy_for(None).exit_status == 0
-    assert policy_for("configuration").exit_status == 2
-    assert {p.exit_status for name, p in POLICIES.items() if name != "configuration"} == {1}
 
 
 @pytest.fixture

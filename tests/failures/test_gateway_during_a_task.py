@@ -9,7 +9,9 @@ import orjson
 import pytest
 
 from hcu.demo.stand_in import free_port, scripted_stack
+from hcu.osworld.attempt.meta import AttemptMeta
 from hcu.osworld.guest.bridge import bridge_address
+from hcu.record_io import read_record
 from tests.failures.conftest import StartFn, write_policies
 from tests.run_task.conftest import RENAME_MATCH, RENAME_STEPS, RENAME_TASK, policy
 
@@ -58,7 +60,7 @@ def test_a_gateway_restart_mid_agent_phase_does_not_end_the_task(start_task: Sta
     assert (result.status, result.score, result.failure_classification) == ("completed", 1.0, None), \
         task.log()[-3000:]
     assert code == 0
-    scope = orjson.loads((task.result_dir / "meta.json").read_bytes())["scope"]
+    scope = read_record(task.result_dir / "meta.json", AttemptMeta).scope
     counted = counted_rows(stack.token_log, scope)
     assert [row["calls_used"] for row in counted] == list(range(1, len(steps) + 2)), "counters restored"
     assert result.usage.model_calls == len(steps) + 1 and result.usage.fully_accounted

@@ -39,12 +39,12 @@ from hcu.gateway.scope_secret import key_id, load_or_create_key
 from hcu.osworld.attempt.cost import cost_for_scope
 from hcu.osworld.attempt.identity import AttemptId
 from hcu.osworld.attempt.lease import lease_for_this_process
-from hcu.osworld.attempt.phases import PhaseLog
 from hcu.osworld.attempt.result import TaskResult
+from hcu.osworld.attempt.runner import PhaseLog
 from hcu.osworld.attempt.usage import usage_for_scope
 from hcu.osworld.queue.admission import admission_from_env
 from hcu.osworld.settings import ModelPrice
-from hcu.record_io import write_json, write_record
+from hcu.record_io import write_record
 
 WAIT_FILE_SEC = 120.0
 
@@ -110,8 +110,7 @@ def main() -> None:
     result_dir = Path(args.result_dir)
     attempt = AttemptId(run_id=args.run_id, task_id=args.task_id, attempt=args.attempt, repeat=args.repeat)
     write_record(result_dir / "attempt.json", lease_for_this_process(attempt, result_dir))
-    phases = PhaseLog(str(attempt), on_change=lambda name: write_json(
-        result_dir / "progress.json", {"phase": name, "since": time.time()}), admit=admission_from_env())
+    phases = PhaseLog.writing_progress(str(attempt), result_dir, admit=admission_from_env())
     events = Path(scenario["events"])
     log_event(events, event="start", task_id=args.task_id, repeat=args.repeat, attempt=args.attempt,
               scope=attempt.gateway_scope,

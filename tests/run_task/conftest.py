@@ -14,6 +14,7 @@ import pytest
 from hcu import REPO_ROOT
 from hcu.demo.stand_in import scripted_stack
 from hcu.gateway.scope_secret import load_or_create_key, scope_secret
+from hcu.osworld.attempt.meta import AttemptMeta
 from hcu.osworld.attempt.result import TaskResult
 from hcu.osworld.errors import policy_for
 from hcu.record_io import read_record
@@ -49,7 +50,7 @@ class TaskRun:
     @property
     def scope(self) -> str:
         """The attempt's gateway scope, as the runner recorded it."""
-        return orjson.loads((self.result_dir / "meta.json").read_bytes())["scope"]
+        return read_record(self.result_dir / "meta.json", AttemptMeta).scope
 
     def token_rows(self) -> list[dict]:
         if not self.token_log.exists():

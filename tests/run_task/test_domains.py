@@ -19,11 +19,11 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import orjson
 import pytest
 
 from hcu import REPO_ROOT
 from hcu.demo.stand_in import scripted_stack
+from hcu.osworld.attempt.meta import AttemptMeta
 from hcu.osworld.attempt.result import TaskResult
 from hcu.record_io import read_record
 from tests.official_tasks import OFFICIAL_TASKS
@@ -48,8 +48,8 @@ class Attempt:
     def __init__(self, result: TaskResult, result_dir: Path, log: str) -> None:
         self.result, self.result_dir, self.log = result, result_dir, log
 
-    def meta(self) -> dict:
-        return orjson.loads((self.result_dir / "meta.json").read_bytes())
+    def meta(self) -> AttemptMeta:
+        return read_record(self.result_dir / "meta.json", AttemptMeta)
 
 
 @pytest.fixture(scope="module")
@@ -85,8 +85,8 @@ def test_the_scripted_model_solves_a_real_task_of_the_domain(attempts: dict[str,
         f"{r.failure_classification}: {r.failure_message}\n{attempt.log[-2000:]}")
     assert r.task_domain == domain and r.getters_read_nothing == []
     assert r.stand_ins, "made with stand-in task files: result.json says so"
-    steps = attempt.meta()["setup_steps"]
-    assert all(step["ok"] for step in steps)
-    checked = [check for step in steps for check in step["checks"]]
+    steps = attempt.meta().setup_steps
+    assert all(step.ok for step in steps)
+    checked = [check for step in steps for check in step.checks]
     assert checked, "the agent started only once the task's application was there"
-    assert all(answer["ok"] for step in steps for answer in step["guest_answers"])
+    assert all(answer.ok for step in steps for answer in step.guest_answers)

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import docker
-import orjson
 import pytest
 
 from hcu.demo.stand_in import STAND_IN_TOKEN
+from hcu.osworld.attempt.meta import AttemptMeta
 from hcu.osworld.errors import policy_for
+from hcu.record_io import read_record
 from tests.run_task.conftest import LOOK_STEPS, RENAME_MATCH, RENAME_STEPS, RENAME_TASK, RunFn, policy
 
 pytestmark = [pytest.mark.docker, pytest.mark.artifacts]
@@ -42,8 +43,8 @@ def test_a_hanging_model_ends_at_the_no_progress_limit(run_task: RunFn) -> None:
     r = run.result
     assert (r.status, r.termination_reason, r.score) == ("completed", "timeout", 0.0), run.log[-2000:]
     assert r.termination_detail == "no_progress", "item 11 (issue 14): the no-progress stop is recorded as such"
-    agent = orjson.loads((run.result_dir / "meta.json").read_bytes())["agent"]
-    assert agent["failure_message"] == "agent stopped by the no progress limit", agent
+    agent = read_record(run.result_dir / "meta.json", AttemptMeta).agent
+    assert agent.failure_message == "agent stopped by the no progress limit", agent
 
 
 @pytest.fixture

@@ -127,11 +127,14 @@ def desktop_env_checkout(tmp_path: Path, evaluator_python: Path) -> Path:
 @contextlib.contextmanager
 def osworld_on(guest, cache_root: Path, *, offline: bool = True, python: Path | None = None) -> Iterator[tuple]:
     """An OSWorld process opened on `guest` with a per-test cache: yields (process, cache_dir)."""
-    from hcu.osworld.osworld_bridge.setup import osworld_process
+    from hcu.osworld.osworld_bridge.process import OSWorldProcess, resolve_python
+    from hcu.osworld.osworld_bridge.setup import open_on_guest
 
     cache_dir = cache_root / "osworld-cache" / "task"
     cache_dir.mkdir(parents=True, exist_ok=True)
-    with osworld_process(guest, cache_dir, osworld_python=python, offline_assets=offline, what="test") as process:
+    with OSWorldProcess(resolve_python(python), work_dir=cache_root / "osworld-process",
+                        secret=guest.spec.client_password, what="test") as process:
+        open_on_guest(process, guest, cache_dir, offline_assets=offline)
         yield process, cache_dir
 
 

@@ -13,8 +13,8 @@ from hcu.osworld.osworld_bridge.assets import (
     AssetError,
     cache_path,
     holds_stand_ins,
-    stand_in_cache,
 )
+from hcu.osworld.stand_ins.source import stand_in_cache
 
 HF = "https://huggingface.co/datasets/xlangai/ubuntu_osworld_file_cache/resolve/main/os/t1/photo.jpg"
 
@@ -104,14 +104,14 @@ def test_mirror_comes_from_the_environment_unless_given(
 
 def test_stand_ins_of_another_generator_are_deleted_and_real_files_never(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from hcu.osworld.osworld_bridge import assets
+    from hcu.osworld.stand_ins import source
 
     root = stand_in_cache(tmp_path / "stand-ins")
     made = cache_path(root, "https://example.org/d/report.xlsx")
     made.parent.mkdir(parents=True)
     made.write_bytes(b"a stand-in")
     assert stand_in_cache(root) == root and made.is_file()  # same generator: kept
-    monkeypatch.setattr(assets, "stand_in_generator", lambda: "changed")
+    monkeypatch.setattr(source, "generator_hash", lambda: "changed")
     stand_in_cache(root)
     assert not made.exists() and holds_stand_ins(root)
     assert (root / STAND_IN_MARKER).read_text().endswith("generator changed\n")

@@ -13,6 +13,7 @@ import pytest
 
 from hcu import REPO_ROOT
 from hcu.demo.stand_in import scripted_stack
+from hcu.osworld.attempt.meta import AttemptMeta
 from hcu.osworld.attempt.result import TaskResult
 from hcu.record_io import read_record
 from tests.session import unique_run_id
@@ -48,6 +49,6 @@ def test_a_v2_task_class_runs_end_to_end_with_partial_credit(tmp_path: Path) -> 
     assert (result.status, result.score, result.evaluator_score) == ("completed", 0.5, 0.5), log[-3000:]
     assert result.benchmark_version == "v2" and result.task_domain == "tasks"
     assert [p.name for p in result.phases if p.status == "ok"][-3:] == ["evaluate", "collect", "cleanup"]
-    meta = orjson.loads((result_dir / "meta.json").read_bytes())
-    assert [s["type"] for s in meta["setup_steps"]] == ["task_class.setup"]
-    assert meta["osworld_python"].endswith(".venv-osworld/bin/python")
+    meta = read_record(result_dir / "meta.json", AttemptMeta)
+    assert [s.type for s in meta.setup_steps] == ["task_class.setup"]
+    assert meta.osworld.python.endswith(".venv-osworld/bin/python") and meta.osworld.desktop_env

@@ -4,7 +4,7 @@ and offline assets refusing a fetch made by a task's own code."""
 
 from __future__ import annotations
 
-import time
+import os
 from pathlib import Path
 
 import pytest
@@ -54,9 +54,13 @@ def test_a_v2_class_sets_up_the_guest_and_keeps_partial_credit(test_desktop_gues
 def test_after_a_deadline_nothing_of_the_setup_reaches_the_guest(test_desktop_guest, osworld, tmp_path: Path) -> None:
     api = test_desktop_guest.api
     api.execute("rm -f /tmp/hcu-late-write", shell=True)
+    process, _ = osworld
+    process.call("hello", {}, deadline_sec=60, what="hello")  # the child that will run the setup
+    group = process.hello["pid"]
     with pytest.raises(SetupStepError, match=r"task_class.setup\) failed: .*exceeded its 1 s deadline"):
         setup_v2(osworld, "902", tmp_path, step_deadline_sec=1)
-    time.sleep(6)  # the task's setup would have written after 4 s
+    with pytest.raises(ProcessLookupError):  # the setup's process group is gone: nothing of it can write later
+        os.killpg(group, 0)
     marker = api.execute("test -e /tmp/hcu-late-write && echo written || echo absent", shell=True).output
     assert marker.strip() == "absent"
 

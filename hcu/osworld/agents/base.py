@@ -9,7 +9,7 @@ from typing import Protocol
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from hcu.computer_use.channels import parse_channels, tools_for
-from hcu.defaults import AgentDefaults
+from hcu.defaults import GUEST, AgentDefaults
 from hcu.osworld.attempt.result import ProtocolWord
 from hcu.osworld.errors import ConfigurationError
 
@@ -19,6 +19,9 @@ PLACEHOLDER_TOKEN = "hcu-placeholder-token"
 """The credential a guest sees when per-task secrets are off; the gateway drops it and adds the real one."""
 
 MCP_SERVER_NAME = "cu"
+GUEST_ROOT = f"{GUEST.home}/.hcu"
+"""Where hcu puts what it uploads into a guest."""
+COMPUTER_USE_PATH = f"{GUEST_ROOT}/bin/computer-use"
 RESUME_PROMPT = "Continue the task from where you stopped."
 
 INHERITED_PATHS: tuple[str, ...] = (
@@ -57,9 +60,9 @@ class AgentContext(BaseModel):
     gateway_token: str = Field(default=PLACEHOLDER_TOKEN, min_length=1, repr=False)
     """What the CLI sends as its API key: the placeholder, or the attempt's scope secret when per-task secrets
     are on (`hcu.gateway.scope_secret`). Never the upstream credential."""
-    guest_home: str = "/home/user"
-    guest_root: str = "/home/user/.hcu"
-    computer_use_path: str = "/home/user/.hcu/bin/computer-use"
+    guest_home: str = GUEST.home
+    guest_root: str = GUEST_ROOT
+    computer_use_path: str = COMPUTER_USE_PATH
     desktop_env: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_DESKTOP_ENV))
 
     @field_validator("gateway_url", mode="before")

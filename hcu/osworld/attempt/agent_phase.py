@@ -26,6 +26,7 @@ from hcu.osworld.attempt.scope_credential import GatewayCredential
 from hcu.osworld.attempt.usage import last_generation_outcome
 from hcu.osworld.guest.api import GuestAPI
 from hcu.osworld.guest.process import GuestProcess
+from hcu.osworld.settings import LimitSettings
 from hcu.record_io import write_atomic
 
 log = logging.getLogger("hcu.run_task")
@@ -33,15 +34,25 @@ log = logging.getLogger("hcu.run_task")
 MAX_RATE_LIMIT_RESUMES = 2
 
 
-@dataclass
+POLL_SEC = 2.0
+"""How often the agent's process, output and gateway state are looked at."""
+
+
+@dataclass(frozen=True)
 class AgentLimits:
-    timeout_sec: float = 0.0
-    """0 = no timeout."""
-    no_progress_sec: float = 900.0
-    resume_delay_sec: float = 60.0
-    gateway_away_sec: float = 60.0
+    """The agent phase's limits, as the attempt's settings give them (0 = none)."""
+
+    timeout_sec: float
+    no_progress_sec: float
+    resume_delay_sec: float
+    gateway_away_sec: float
     """How long the gateway may not answer before the attempt ends as `gateway`."""
-    poll_sec: float = 2.0
+    poll_sec: float = POLL_SEC
+
+    @classmethod
+    def of(cls, settings: LimitSettings) -> AgentLimits:
+        return cls(timeout_sec=settings.timeout_seconds, no_progress_sec=settings.no_progress_seconds,
+                   resume_delay_sec=settings.rate_limit_resume_delay, gateway_away_sec=settings.gateway_away_seconds)
 
 
 class AgentOutcome(BaseModel):

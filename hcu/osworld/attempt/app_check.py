@@ -20,20 +20,18 @@ from urllib.parse import urlsplit
 
 import requests
 
+from hcu.defaults import GUEST, SETUP
 from hcu.osworld.errors import SetupError
 from hcu.osworld.guest.api import GuestAPIError
 from hcu.osworld.guest.lifecycle import Guest
 
-APP_START_SEC = 180.0
-"""Deadline for an application to show up: measured first starts are 2-15 s (GIMP the slowest), but a loaded
-2-core machine running several guests stretches them several times."""
 POLL_SEC = 0.5
 HTTP_TIMEOUT = (3, 10)
 VLC_PASSWORD = "password"
 """What OSWorld's VLC getters send (the official guest's VLC HTTP password)."""
-CHROME_PREFERENCES = "/home/user/.config/google-chrome/Default/Preferences"
+CHROME_PREFERENCES = f"{GUEST.home}/.config/google-chrome/Default/Preferences"
 """The profile file OSWorld's Chrome getters read: Chrome writes it some seconds after it starts."""
-THUNDERBIRD_GLODA = "/home/user/.thunderbird/*/global-messages-db.sqlite"
+THUNDERBIRD_GLODA = f"{GUEST.home}/.thunderbird/*/global-messages-db.sqlite"
 """Thunderbird's message index (gloda), which OSWorld's Thunderbird getters read: Thunderbird writes it some
 seconds after it starts (about 3 s on the test desktop)."""
 SPLASHES = {"gimp": "GIMP Startup"}
@@ -60,7 +58,7 @@ class Expectation:
 class AppCheck:
     """The canary's `StepCheck`: called after each successful setup step."""
 
-    def __init__(self, guest: Guest, deadline_sec: float = APP_START_SEC) -> None:
+    def __init__(self, guest: Guest, deadline_sec: float = SETUP.app_start_timeout_sec) -> None:
         self.guest, self.deadline_sec = guest, deadline_sec
         self._debugging_chrome = self._bridge = False
         """Chrome launched with a debugging port, and the tasks' socat bridge to it: CDP answers once both ran

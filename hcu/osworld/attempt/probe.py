@@ -7,7 +7,7 @@ import shlex
 
 import orjson
 
-from hcu.osworld.agents.base import AgentPlan
+from hcu.osworld.agents.base import AgentPlan, McpServerSpec
 from hcu.osworld.attempt.mcp_probe import ProbeReport, probe
 from hcu.osworld.errors import GatewayError, ProbeError
 from hcu.osworld.guest.api import GuestAPI
@@ -46,15 +46,14 @@ def check_executables(api: GuestAPI, plan: AgentPlan, work_dir: str) -> str:
     return res.output.strip().splitlines()[-1] if res.output.strip() else ""
 
 
-def check_mcp(api: GuestAPI, plan: AgentPlan, channels: list[str]) -> ProbeReport:
-    """Start computer-use exactly as the CLI will and require evidence from its tools."""
+def check_mcp(api: GuestAPI, server: McpServerSpec, channels: list[str]) -> ProbeReport:
+    """Start computer-use exactly as `server` says (as the CLI will) and require evidence from its tools."""
 
     def run_in_guest(argv: list[str], timeout_sec: float) -> tuple[int, str, str]:
         res = api.execute(argv, timeout_sec=timeout_sec)
         return (res.returncode if res.returncode is not None else -1), res.output, res.error
 
-    spec = plan.mcp_server
-    report = probe(run_in_guest, command=spec.command, args=list(spec.args), env=dict(spec.env),
+    report = probe(run_in_guest, command=server.command, args=list(server.args), env=dict(server.env),
                    channels=list(channels), screen_size=api.screen_size())
     report.raise_for_failure()
     return report

@@ -5,18 +5,24 @@ The sweep folder holds `sweep-state.json` (the settings the sweep runs with, its
 each invocation), one canary per task in `tasks/<domain>/<task id>/report.json`, and the reports
 (sweep_report.py). A task whose report is final is not run again; one that was interrupted (or never
 reported) is, and so is one whose guest failed
-(it says nothing about the task): at once, up to the error table's MAX_ATTEMPTS per invocation, and on every
-resume. Canaries run on threads of this process: each worker keeps one OSWorld process and opens it on
-each of its guests, so OSWorld's code (torch among its imports) loads once per worker, not once per task.
-Guests carry the sweep's run id; a sweep that was killed leaves nothing behind once it runs again.
+(the error table says it is not about the task): at once, up to the error table's MAX_ATTEMPTS per invocation,
+and on every resume. Canaries run in `max_parallel` worker processes, each the attempt runner's main thread
+(so phase deadlines and stop signals work as in run_task); each worker keeps one OSWorld process and opens it
+on each of its guests, so OSWorld's code (torch among its imports) loads once per worker, not once per task. A
+stop signal reaches every worker (and a dead sweep's workers get SIGTERM from the kernel): running canaries end
+as `interrupted` with their guests removed. Guests carry the sweep's run id; a sweep that was killed leaves
+nothing behind once it runs again.
 """
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import logging
+import multiprocessing
+import os
 import queue
-import threading
+import signal
 import time
 from pathlib import Path
 
@@ -25,10 +31,12 @@ from filelock import FileLock, Timeout
 from pydantic import BaseModel, Field, ValidationError
 
 from hcu.defaults import GUEST
-from hcu.osworld.errors import MAX_ATTEMPTS, PhaseError
+from hcu.osworld.attempt.guest_phases import GuestAttemptSettings
+from hcu.osworld.attempt.interrupts import StopSignals
+from hcu.osworld.canary.attempt import REPORT_NAME, CanaryOptions, CanaryReport, run
+from hcu.osworld.errors import MAX_ATTEMPTS, PhaseError, policy_for
 from hcu.osworld.osworld_bridge.process import OSWorldProcess, resolve_python
-from hcu.osworld.settings import SAFE_NAME, AssetSettings, GuestSettings, OSWorldSettings
-from hcu.osworld.setup_canary import REPORT_NAME, CanaryOptions, CanaryReport, run
+from hcu.osworld.settings import SAFE_NAME
 from hcu.osworld.tasks import TaskDefinition, TaskError, load_task
 from hcu.record_io import Record, read_record, write_record
 
@@ -36,9 +44,7 @@ log = logging.getLogger("hcu.sweep")
 
 STATE_NAME = "sweep-state.json"
 DEFAULT_PARALLEL = 3
-INTERRUPTED = "interrupted"
-RUNS_AGAIN = (INTERRUPTED, "guest")
-"""Failure classes that say nothing about the task (stopped, or its guest never served it): it runs again."""
+PR_SET_PDEATHSIG = 1
 
 
 class SweepError(PhaseError):
@@ -47,7 +53,7 @@ class SweepError(PhaseError):
     classification = "runner"
 
 
-class SweepOptions(OSWorldSettings, AssetSettings, GuestSettings):
+class SweepOptions(GuestAttemptSettings):
     out: Path
     """The sweep folder: reports, state and per-task canaries (created; an existing one is resumed)."""
     tasks_dir: Path
@@ -62,9 +68,8 @@ class SweepOptions(OSWorldSettings, AssetSettings, GuestSettings):
     """At most this many tasks per domain, in index order (CI: 1)."""
     task_ids: list[str] | None = None
     """Only these tasks of the index."""
-    step_deadline: float = Field(default=300.0, gt=0)
-    """Deadline of each setup step, in seconds."""
     boot_timeout: float = Field(default=GUEST.boot_timeout_sec, gt=0)
+    """Seconds a guest may take to become ready."""
     run_id: str | None = Field(default=None, pattern=SAFE_NAME)
     """Label of the sweep's guests; default sweep-<hash of the folder>."""
 
@@ -130,20 +135,23 @@ def read_report(path: Path) -> CanaryReport | None:
         return None
 
 
+def runs_again(report: CanaryReport) -> bool:
+    """A canary whose failure says nothing about its task (its guest never served it, the sweep stopped)."""
+    return report.status == "failed" and not policy_for(report.failure_classification).about_task
+
+
 def final_report(path: Path) -> CanaryReport | None:
-    """A report that ends its task (None: missing, torn, or a class in RUNS_AGAIN: the task runs again)."""
+    """A report that ends its task (None: missing, torn, or one that `runs_again`)."""
     report = read_report(path)
-    return None if report is None or report.failure_classification in RUNS_AGAIN else report
+    return None if report is None or runs_again(report) else report
 
 
 class Sweep:
     def __init__(self, opts: SweepOptions) -> None:
         self.opts = opts
-        self.stop = threading.Event()
-        self._processes: list[OSWorldProcess] = []
-        self._lock = threading.Lock()
-        self._attempts: dict[str, int] = {}
         self.ran = 0
+        self._stopping = False
+        self._workers: list[multiprocessing.process.BaseProcess] = []
 
     def run_id(self) -> str:
         return self.opts.run_id or "sweep-" + hashlib.sha256(str(self.opts.out.resolve()).encode()).hexdigest()[:10]
@@ -174,31 +182,53 @@ class Sweep:
             state.invocations.append(invocation)
             write_record(self.opts.out / STATE_NAME, state)
             self._remove_leftovers(state.run_id)
-            pending: queue.Queue[TaskDefinition] = queue.Queue()
-            for task in tasks:
-                if final_report(report_path(self.opts.out, task)) is None:
-                    pending.put(task)
+            pending = [task for task in tasks if final_report(report_path(self.opts.out, task)) is None]
             started = time.monotonic()
-            workers = [threading.Thread(target=self._work, args=(n, pending, state.run_id), daemon=True)
-                       for n in range(min(self.opts.max_parallel, pending.qsize()))]
-            for worker in workers:
-                worker.start()
-            for worker in workers:
-                while worker.is_alive():
-                    worker.join(0.5)  # wakes up for signals
+            self._dispatch(pending, state.run_id)
             invocation.wall_sec = round(time.monotonic() - started, 1)
-            invocation.ran, invocation.interrupted = self.ran, self.stop.is_set()
+            invocation.ran, invocation.interrupted = self.ran, self._stopping
             write_record(self.opts.out / STATE_NAME, state)
             return state
         finally:
             lock.release()
 
     def interrupt(self) -> None:
-        """Stop launching and end every OSWorld call in flight; running canaries end as interrupted."""
-        self.stop.set()
-        with self._lock:
-            for process in self._processes:
-                process.kill()
+        """Stop launching; every running canary ends as interrupted (its worker gets SIGTERM)."""
+        self._stopping = True
+        for worker in self._workers:
+            if worker.pid is not None and worker.is_alive():
+                os.kill(worker.pid, signal.SIGTERM)
+
+    def _dispatch(self, pending: list[TaskDefinition], run_id: str) -> None:
+        """Feed the tasks to the workers; a canary that `runs_again` goes back in line while it has attempts."""
+        if not pending:
+            return
+        context = multiprocessing.get_context("fork")  # a worker inherits the sweep's settings and code as loaded
+        jobs, done = context.Queue(), context.Queue()
+        by_id = {task.id: task for task in pending}
+        attempts = dict.fromkeys(by_id, 0)
+        for task in pending:
+            jobs.put(task.id)
+        outstanding = len(pending)
+        self._workers = [context.Process(target=_work, args=(n, self.opts, by_id, run_id, jobs, done), daemon=True)
+                         for n in range(min(self.opts.max_parallel, len(pending)))]
+        for worker in self._workers:
+            worker.start()
+        while outstanding and not self._stopping and any(w.is_alive() for w in self._workers):
+            try:
+                task_id, again = done.get(timeout=0.5)  # wakes up for signals
+            except queue.Empty:
+                continue
+            self.ran += 1
+            attempts[task_id] += 1
+            if again and attempts[task_id] < MAX_ATTEMPTS and not self._stopping:
+                jobs.put(task_id)
+            else:
+                outstanding -= 1
+        for _ in self._workers:
+            jobs.put(None)
+        for worker in self._workers:
+            worker.join()
 
     def _remove_leftovers(self, run_id: str) -> None:
         from hcu.osworld.guest.removal import cleanup
@@ -207,36 +237,27 @@ class Sweep:
         if removed:
             log.warning("removed what an earlier invocation left: %s", "; ".join(removed))
 
-    def _work(self, number: int, pending: queue.Queue[TaskDefinition], run_id: str) -> None:
-        opts = self.opts
-        process = OSWorldProcess(resolve_python(opts.osworld_python), work_dir=opts.out / ".osworld" / f"w{number}",
-                                 secret=opts.client_password or "", what=f"sweep worker {number}")
-        with self._lock:
-            self._processes.append(process)
-        try:
-            while not self.stop.is_set():
-                try:
-                    task = pending.get_nowait()
-                except queue.Empty:
-                    return
-                if self._canary(task, process, run_id) and not self.stop.is_set():
-                    pending.put(task)
-        finally:
-            process.close()
 
-    def _canary(self, task: TaskDefinition, process: OSWorldProcess, run_id: str) -> bool:
-        """Run one canary; True when its guest failed and the task has attempts left in this invocation."""
-        path = report_path(self.opts.out, task)
-        fields = {k: getattr(self.opts, k) for k in CanaryOptions.model_fields if hasattr(self.opts, k)}
-        canary = CanaryOptions.model_validate({**fields, "task_id": task.id, "task_domain": task.domain,
-                                               "result_dir": path.parent, "run_evaluator": True,
-                                               "run_id": run_id})
-        report = run(canary, task, process)
-        if self.stop.is_set() and report.status == "failed":
-            report.failure_classification, report.error = INTERRUPTED, f"sweep stopped ({report.error})"
-            write_record(path, report)
-        with self._lock:
-            self.ran += 1
-            self._attempts[task.id] = attempts = self._attempts.get(task.id, 0) + 1
-        log.info("%s/%s: %s%s", task.domain, task.id, report.status, f" ({report.error})" if report.error else "")
-        return report.failure_classification in RUNS_AGAIN and attempts < MAX_ATTEMPTS
+def _work(number: int, opts: SweepOptions, tasks: dict[str, TaskDefinition], run_id: str,
+          jobs: multiprocessing.Queue, done: multiprocessing.Queue) -> None:
+    """A worker process: canaries one after another on one OSWorld process, until told to stop."""
+    ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)  # a dead sweep's canaries end as interrupted
+    stops = StopSignals().install()
+    process = OSWorldProcess(resolve_python(opts.osworld_python), work_dir=opts.out / ".osworld" / f"w{number}",
+                             secret=opts.client_password or "", what=f"sweep worker {number}")
+    try:
+        while not stops.received and (task_id := jobs.get()) is not None:
+            task = tasks[task_id]
+            report = run(canary_options(opts, task, run_id), stops=stops, osworld=process)
+            log.info("%s/%s: %s%s", task.domain, task.id, report.status, f" ({report.error})" if report.error else "")
+            done.put((task_id, runs_again(report)))
+    finally:
+        process.close()
+
+
+def canary_options(opts: SweepOptions, task: TaskDefinition, run_id: str) -> CanaryOptions:
+    """One task's canary as the sweep runs it: setup, then the evaluator on the untouched state."""
+    fields = {k: getattr(opts, k) for k in CanaryOptions.model_fields if hasattr(opts, k)}
+    return CanaryOptions.model_validate({**fields, "task_id": task.id, "task_domain": task.domain,
+                                         "result_dir": report_path(opts.out, task).parent, "run_evaluator": True,
+                                         "run_id": run_id})

@@ -14,8 +14,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from hcu.osworld.canary.attempt import CanaryReport
 from hcu.osworld.canary.sweep import SweepState, read_report, report_path
-from hcu.osworld.setup_canary import CanaryReport
 from hcu.osworld.tasks import TaskDefinition
 from hcu.record_io import write_atomic, write_json
 

@@ -1,4 +1,5 @@
-"""The asset cache: task input files keyed by URL at `<cache>/<host>/<url path>`, downloaded once.
+"""The asset source setup and evaluation read task files from: a cache of files keyed by URL at
+`<cache>/<host>/<url path>`, downloaded once.
 
 Two tasks that miss the same file at once share one download (a file lock per asset); the file appears by
 atomic rename, so a reader sees it whole or not at all. With `offline` a miss fails with one line naming the
@@ -8,16 +9,16 @@ URL and the cache path, and nothing is fetched.
 instead of the original URL, i.e. from any HTTP server that serves a copy of an asset cache folder. The cache
 path still comes from the original URL, so a mirror-filled cache is the same cache.
 
-Stand-ins (flag `--asset-stand-ins`, for offline tests only) live in a cache of their own, marked by a file at
-its root: generated files are never mixed into a cache of real ones, and whatever ran on a marked cache is
-marked too (reports, result.json), so run_queue and summarize can refuse it.
+Stand-ins (flag `--asset-stand-ins`, for offline tests only) are a source of their own (hcu/osworld/stand_ins,
+the only code that makes them), in a cache marked by a file at its root: generated files are never mixed into a
+cache of real ones, and whatever ran on a marked cache is marked too (reports, result.json), so run_queue and
+summarize can refuse it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import tempfile
 from pathlib import Path, PurePosixPath
 from urllib.parse import unquote, urlsplit
@@ -28,29 +29,24 @@ from pydantic import BaseModel, ConfigDict
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential
 
 from hcu import REPO_ROOT
-from hcu.osworld.errors import SetupError
+from hcu.osworld.tasks import TaskDefinition
 
 DEFAULT_ASSET_CACHE = REPO_ROOT / "assets"
-DEFAULT_STAND_IN_CACHE = REPO_ROOT / "assets-stand-ins"
 STAND_IN_MARKER = "STAND-INS.txt"
-STAND_IN_CODE = Path(__file__).parent / "child"
-"""Where stand-ins are made (what they hold is chosen in stand_ins.py, beside this module)."""
-STAND_IN_NOTE = ("Generated stand-ins for OSWorld task files (hcu --asset-stand-ins): for offline tests only.\n"
-                 "Never use this folder as a scored run's asset cache: run_queue and summarize refuse it.\n")
+"""A cache holding generated stand-ins has this file at its root."""
 ASSET_MIRROR_ENV = "HCU_ASSET_MIRROR"
 LOCKS_DIR = ".locks"
 CONNECT_TIMEOUT_SEC = 10.0
 CHUNK_BYTES = 1 << 20
 
 
-class AssetError(SetupError):
+class AssetError(Exception):
     """An asset could not be resolved: offline miss, bad URL, or a failed download."""
 
 
 class OfflineAssetMiss(AssetError):
-    """offline_assets is on and the cache lacks a file: every attempt would miss it the same way."""
-
-    classification = "configuration"
+    """offline_assets is on and the cache lacks a file: every attempt would miss it the same way (the runner
+    makes it a configuration failure)."""
 
 
 def is_url(source: str) -> bool:
@@ -75,35 +71,6 @@ def holds_stand_ins(root: Path) -> bool:
     return (Path(root) / STAND_IN_MARKER).is_file()
 
 
-def stand_in_generator() -> str:
-    """A hash of the code that makes stand-ins (stand_ins.py, child/stand_in*.py): what an older version
-    made goes."""
-    digest = hashlib.sha256()
-    for module in sorted([*STAND_IN_CODE.glob("stand_in*.py"), *STAND_IN_CODE.parent.glob("stand_in*.py")]):
-        digest.update(module.name.encode() + b"\0" + module.read_bytes())
-    return digest.hexdigest()[:16]
-
-
-def stand_in_cache(root: Path | None) -> Path:
-    """The stand-in cache at `root` (default assets-stand-ins/), marked with the generator that filled it;
-    refuses a folder of real files. Stand-ins of another generator are deleted (they are generated again on
-    use), so a fixed generator is never masked by its old output."""
-    root = Path(root) if root is not None else DEFAULT_STAND_IN_CACHE
-    if root.is_dir() and not holds_stand_ins(root) and any(p.name != LOCKS_DIR for p in root.iterdir()):
-        raise AssetError(f"asset_stand_ins: {root} holds real task files; give stand-ins a folder of their own "
-                         f"(default {DEFAULT_STAND_IN_CACHE})")
-    marker = STAND_IN_NOTE + f"generator {stand_in_generator()}\n"
-    (root / LOCKS_DIR).mkdir(parents=True, exist_ok=True)
-    with FileLock(root / LOCKS_DIR / "stand-in-cache.lock"):
-        if holds_stand_ins(root) and (root / STAND_IN_MARKER).read_text() == marker:
-            return root
-        for entry in root.iterdir():
-            if entry.name not in (LOCKS_DIR, STAND_IN_MARKER):
-                shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
-        (root / STAND_IN_MARKER).write_text(marker)
-    return root
-
-
 def _retryable(exc: BaseException) -> bool:
     if isinstance(exc, (requests.ConnectionError, requests.Timeout)):
         return True
@@ -123,12 +90,9 @@ class AssetCache(BaseModel):
     """The cache holds generated stand-ins, not the tasks' real files: whatever runs on it is marked."""
 
     @classmethod
-    def configured(cls, root: Path | None, *, offline: bool, mirror: str | None = None,
-                   stand_ins: bool = False) -> AssetCache:
-        """The cache as a run configures it; `mirror` defaults to `$HCU_ASSET_MIRROR`. With `stand_ins` the
-        cache is a stand-in cache (marked, offline, default assets-stand-ins/)."""
-        if stand_ins:
-            return cls(root=stand_in_cache(root), offline=True, stand_ins=True)
+    def configured(cls, root: Path | None, *, offline: bool, mirror: str | None = None) -> AssetCache:
+        """The cache a run configures; `mirror` defaults to `$HCU_ASSET_MIRROR`; a marked folder is a stand-in
+        cache, and whatever runs on it is marked."""
         root = root if root is not None else DEFAULT_ASSET_CACHE
         return cls(
             root=root,
@@ -136,6 +100,9 @@ class AssetCache(BaseModel):
             mirror=mirror if mirror is not None else (os.environ.get(ASSET_MIRROR_ENV) or None),
             stand_ins=holds_stand_ins(root),
         )
+
+    def prepare(self, task: TaskDefinition) -> None:
+        """Called before setup and evaluation read the task's files; a cache of real files has nothing to do."""
 
     def fetch_url(self, url: str) -> str:
         """Where a miss is downloaded from: the URL itself, or its place on the mirror."""

@@ -3,8 +3,8 @@
 V1: the evaluator's postconfig runs step by step through OSWorld's SetupController (recorded like setup), then
 `DesktopEnv.evaluate` scores the state (child/v1.py): OSWorld's own metric lookup, `infeasible` rule, `conj`
 and averaging. V2: the task class's own `evaluate(env)`; partial credit is kept as the raw score. Files a
-`cloud_file` getter would download come from the asset cache. Anything that fails is an `EvaluatorError`,
-never a zero.
+`cloud_file` getter would download come from the asset source. Anything that fails raises (the runner makes it
+an evaluator failure, or a configuration one where the table says so), never a zero.
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from hcu.defaults import SETUP
 from hcu.osworld.attempt.result import EmptyGetter
-from hcu.osworld.errors import ConfigurationError, EvaluatorError
-from hcu.osworld.osworld_bridge.assets import AssetCache, AssetError, is_url
-from hcu.osworld.osworld_bridge.process import OSWorldCodeError, OSWorldProcess
-from hcu.osworld.osworld_bridge.protocol import mask, one_line
-from hcu.osworld.osworld_bridge.setup import SetupStepError, place, run_steps
+from hcu.osworld.errors import EvaluatorError
+from hcu.osworld.osworld_bridge.assets import AssetCache, is_url
+from hcu.osworld.osworld_bridge.process import OSWorldProcess
+from hcu.osworld.osworld_bridge.setup import place, run_steps
 from hcu.osworld.tasks import TaskDefinition
 
 DEFAULT_DEADLINE_SEC = 600.0
@@ -58,11 +58,8 @@ def ensure_evaluator_loads(process: OSWorldProcess, task: TaskDefinition) -> Non
     if task.kind != "v1_json":
         return
     metrics, getters = evaluator_names(task.evaluator)
-    try:
-        found = process.call("check_names", {"metrics": metrics, "getters": getters},
-                             deadline_sec=DEFAULT_DEADLINE_SEC, what="loading the evaluator")
-    except OSWorldCodeError as exc:
-        raise EvaluatorError(f"task {task.id}: {exc}") from None
+    found = process.call("check_names", {"metrics": metrics, "getters": getters},
+                         deadline_sec=DEFAULT_DEADLINE_SEC, what="loading the evaluator")
     if found["import_error"]:
         raise EvaluatorError(f"task {task.id}: OSWorld's evaluators do not import: {found['import_error']}")
     if found["missing"]:
@@ -90,25 +87,23 @@ def evaluate(
     cache_dir: Path,
     assets: AssetCache,
     deadline_sec: float = DEFAULT_DEADLINE_SEC,
+    step_deadline_sec: float = SETUP.step_timeout_sec,
 ) -> EvalResult:
-    """Score the guest's current state (`deadline_sec` 0 = none). Raises `EvaluatorError` on any failure (never
-    returns a false 0), or `ConfigurationError` for an asset an offline cache lacks."""
+    """Score the guest's current state (`deadline_sec` 0 = none). Raises on any failure (never returns a false
+    0): OSWorld's process and the postconfig steps raise their own errors, for the runner to classify."""
     started = time.monotonic()
     details: dict[str, Any] = {"agent_last_action": agent_last_action}
-    try:
-        if task.kind == "v2_class":
-            metric: str | list[str] = "task_class.evaluate"
-            answer = process.call("v2_evaluate", {**task.v2_ref(), "last_action": agent_last_action},
-                                  deadline_sec=deadline_sec, what="evaluator")
-        else:
-            metric = task.evaluator.get("func") or ""
-            if not metric:
-                raise EvaluatorError(f"task {task.id}: evaluator has no 'func'")
-            answer = _evaluate_v1(process, task, agent_last_action, password, cache_dir, assets, deadline_sec,
-                                  details)
-    except (SetupStepError, AssetError, OSWorldCodeError) as exc:
-        failure = ConfigurationError if exc.classification == "configuration" else EvaluatorError
-        raise failure(one_line(mask(f"task {task.id}: {exc}", password))) from None
+    assets.prepare(task)
+    if task.kind == "v2_class":
+        metric: str | list[str] = "task_class.evaluate"
+        answer = process.call("v2_evaluate", {**task.v2_ref(), "last_action": agent_last_action},
+                              deadline_sec=deadline_sec, what="evaluator")
+    else:
+        metric = task.evaluator.get("func") or ""
+        if not metric:
+            raise EvaluatorError(f"task {task.id}: evaluator has no 'func'")
+        answer = _evaluate_v1(process, task, agent_last_action, password, cache_dir, assets, deadline_sec,
+                              step_deadline_sec, details)
     empty = answer.pop("getters_read_nothing", [])
     details.update(answer)
     details["duration_sec"] = round(time.monotonic() - started, 3)
@@ -116,13 +111,16 @@ def evaluate(
 
 
 def _evaluate_v1(process: OSWorldProcess, task: TaskDefinition, last_action: str | None, password: str,
-                 cache_dir: Path, assets: AssetCache, deadline_sec: float, details: dict[str, Any]) -> Any:
+                 cache_dir: Path, assets: AssetCache, deadline_sec: float, step_deadline_sec: float,
+                 details: dict[str, Any]) -> Any:
     started = time.monotonic()
     evaluator = task.evaluator
     ensure_evaluator_loads(process, task)
+    if deadline_sec > 0:
+        step_deadline_sec = min(step_deadline_sec, deadline_sec)
     details["postconfig"] = [r.model_dump(mode="json") for r in run_steps(
         process, evaluator.get("postconfig", []), password=password, cache_dir=cache_dir, assets=assets,
-        step_deadline_sec=deadline_sec, what="postconfig step")]
+        step_deadline_sec=step_deadline_sec, what="postconfig step")]
     prefill_cloud_files(evaluator, cache_dir, assets)
     remaining = max(deadline_sec - (time.monotonic() - started), 1.0) if deadline_sec > 0 else 0.0  # 0 = none
     return process.call("evaluate", {"task": task.osworld_config(), "last_action": last_action},

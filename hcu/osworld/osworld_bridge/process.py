@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import IO, Any
 
 from hcu import REPO_ROOT
-from hcu.osworld.errors import PhaseError
 from hcu.osworld.osworld_bridge import protocol
 
 log = logging.getLogger("hcu.osworld.child")
@@ -41,22 +40,22 @@ PASSED_PREFIXES = ("OSWORLD_",)
 STDERR_TAIL = 20
 
 
-class OSWorldCodeError(PhaseError):
+class OSWorldCodeError(Exception):
     """The OSWorld process could not run a call: no interpreter, a crash, a deadline, or OSWorld's code failed.
-    `kind` is the child's error kind (protocol.ERROR_KINDS) or `deadline` / `process`."""
+    `kind` is the child's error kind (protocol.ERROR_KINDS) or `deadline` / `process`; `what` names the call and
+    `detail` says what went wrong (the message is both). The attempt runner decides its failure class
+    (errors.OSWORLD_ERROR_CLASSES, else the phase's)."""
 
-    classification = "setup"
-
-    def __init__(self, message: str, kind: str = "process") -> None:
-        super().__init__(message)
-        self.kind = kind
+    def __init__(self, what: str, detail: str, kind: str = "process") -> None:
+        super().__init__(f"{what}: {detail}" if what else detail)
+        self.what, self.detail, self.kind = what, detail, kind
 
 
 def resolve_python(explicit: Path | None) -> Path:
     """`explicit`, else the evaluator venv, else this interpreter when it has OSWorld (the reference's `$PY`)."""
     if explicit is not None:
         if not Path(explicit).is_file():
-            raise OSWorldCodeError(f"osworld_python: {explicit} does not exist")
+            raise OSWorldCodeError("osworld_python", f"{explicit} does not exist", kind="missing_module")
         return Path(explicit).absolute()  # not resolved: a venv's python is a symlink out of the venv
     venv_python = EVALUATOR_VENV / "bin" / "python"
     if venv_python.is_file():
@@ -66,9 +65,8 @@ def resolve_python(explicit: Path | None) -> Path:
     if importlib.util.find_spec("desktop_env") is not None:
         return Path(sys.executable)
     raise OSWorldCodeError(
-        f"osworld_python: no OSWorld interpreter ({venv_python} does not exist: run `make osworld-venv`, "
-        "or pass --osworld-python with an OSWorld checkout's interpreter)"
-    )
+        "osworld_python", f"no OSWorld interpreter ({venv_python} does not exist: run `make osworld-venv`, "
+        "or pass --osworld-python with an OSWorld checkout's interpreter)", kind="missing_module")
 
 
 def child_env() -> dict[str, str]:
@@ -145,10 +143,11 @@ class OSWorldProcess:
         here = str(Path(protocol.__file__).resolve().parents[2])
         if self.hello.get("hcu") != here:  # the child must run this checkout's code, not an installed copy's
             self.kill()
-            raise OSWorldCodeError(f"the OSWorld process runs hcu from {self.hello.get('hcu')}, not {here}")
+            raise OSWorldCodeError("starting the OSWorld process",
+                                   f"it runs hcu from {self.hello.get('hcu')}, not {here}", kind="missing_module")
         if self.hello.get("desktop_env") is None:
             self.kill()
-            raise OSWorldCodeError(f"osworld_python: {self.python} cannot import desktop_env (install OSWorld "
+            raise OSWorldCodeError("osworld_python", f"{self.python} cannot import desktop_env (install OSWorld "
                                    "into it, or run `make osworld-venv`)", kind="missing_module")
         if self._context is not None:
             self._last_open = self._request("open", self._context, OPEN_DEADLINE_SEC, "loading OSWorld's code")
@@ -163,7 +162,8 @@ class OSWorldProcess:
                 start_new_session=True,  # its own process group: a deadline kills all of it
             )
         except OSError as exc:
-            raise OSWorldCodeError(f"osworld_python: {self.python} cannot be started: {exc}") from None
+            raise OSWorldCodeError("osworld_python", f"{self.python} cannot be started: {exc}",
+                                   kind="missing_module") from None
         self._proc = proc
         threading.Thread(target=self._read_answers, args=(proc.stdout, self._answers), daemon=True).start()
         self._stderr_reader = threading.Thread(target=self._read_stderr, args=(proc.stderr,), daemon=True)
@@ -189,7 +189,7 @@ class OSWorldProcess:
             line = self._answers.get(timeout=deadline_sec if deadline_sec > 0 else None)
         except queue.Empty:
             self.kill()
-            raise OSWorldCodeError(f"{what} exceeded its {deadline_sec:g} s deadline", kind="deadline") from None
+            raise OSWorldCodeError(what, f"exceeded its {deadline_sec:g} s deadline", kind="deadline") from None
         except (BrokenPipeError, OSError):
             line = None
         if line is None:
@@ -197,19 +197,20 @@ class OSWorldProcess:
             if self._stderr_reader is not None:
                 self._stderr_reader.join(5)  # the process is gone: its last words are on their way
             tail = protocol.one_line(" | ".join(list(self._stderr_tail)[-3:]))
-            raise OSWorldCodeError(f"{what}: the OSWorld process ({self.python}) exited; last output: {tail}")
+            raise OSWorldCodeError(what, f"the OSWorld process ({self.python}) exited; last output: {tail}")
         try:
             answer = protocol.decode(line)
         except protocol.ProtocolError as exc:
             self.kill()
-            raise OSWorldCodeError(f"{what}: the OSWorld process answered out of protocol: {exc}") from None
+            raise OSWorldCodeError(what, f"the OSWorld process answered out of protocol: {exc}",
+                                   kind="protocol") from None
         if answer.get("id") != self._next_id:
             self.kill()
-            raise OSWorldCodeError(f"{what}: answer {answer.get('id')} to request {self._next_id}")
+            raise OSWorldCodeError(what, f"answer {answer.get('id')} to request {self._next_id}", kind="protocol")
         if not answer["ok"]:
             error = answer["error"]
             message = protocol.mask(error["message"], self.secret)
-            raise OSWorldCodeError(f"{what}: {message}", kind=error["kind"])
+            raise OSWorldCodeError(what, message, kind=error["kind"])
         return answer["result"]
 
 

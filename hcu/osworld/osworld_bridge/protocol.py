@@ -16,16 +16,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-PROTOCOL_VERSION = 2
+PROTOCOL_VERSION = 3
 
-OPS = ("hello", "open", "setup_step", "evaluate", "check_names", "describe_v2", "v2_setup", "v2_evaluate",
-       "stand_in")
+OPS = ("hello", "open", "setup_step", "evaluate", "check_names", "describe_v2", "v2_setup", "v2_evaluate")
 """hello: who the child is (and which hcu checkout it runs). open: the guest and cache the following ops use.
 setup_step: one SetupController step, answered with the step's exchanges with the guest (a guest answer that is
 not a success fails it). evaluate: postconfig-free scoring through `DesktopEnv.evaluate`, naming the getters
 that read nothing. check_names: load metric/getter names.
-describe_v2 / v2_setup / v2_evaluate: a V2 task class. stand_in: write a generated stand-in for a task file (offline
-tests only)."""
+describe_v2 / v2_setup / v2_evaluate: a V2 task class."""
 
 ERROR_KINDS = (
     "missing_function",  # a metric or getter the task names is not in this desktop_env

@@ -11,22 +11,22 @@ process cannot fetch anything but the guest (see child/offline.py). Records keep
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shlex
 import shutil
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
 import orjson
 from pydantic import BaseModel
 
-from hcu.osworld.errors import ConfigurationError, PhaseError, SetupError
+from hcu.defaults import SETUP
+from hcu.osworld.errors import ConfigurationError, PhaseError
 from hcu.osworld.osworld_bridge.assets import AssetCache, AssetError
-from hcu.osworld.osworld_bridge.process import OSWorldCodeError, OSWorldProcess, resolve_python
+from hcu.osworld.osworld_bridge.process import OSWorldCodeError, OSWorldProcess
 from hcu.osworld.osworld_bridge.protocol import mask, one_line
 from hcu.osworld.tasks import TaskDefinition
 from hcu.record_io import Record
@@ -88,13 +88,13 @@ StepCheck = Callable[[dict[str, Any]], list[str]]
 """Called after a step succeeded: returns what it verified, raises SetupError when the step's effect is missing."""
 
 
-class SetupStepError(SetupError):
-    """A setup step failed; `records` holds every step run so far, the failed one last. An asset missing from
-    an offline cache keeps its `configuration` class."""
+class SetupStepError(Exception):
+    """A setup (or postconfig) step failed; `records` holds every step run so far, the failed one last, and
+    `cause` what failed it. Its class is the cause's, else that of the phase it ends (the runner decides)."""
 
-    def __init__(self, message: str, records: list[SetupStepRecord], cause: PhaseError | None = None) -> None:
-        super().__init__(message, classification=cause.classification if cause else None)
-        self.records = records
+    def __init__(self, message: str, records: list[SetupStepRecord], cause: BaseException | None = None) -> None:
+        super().__init__(message)
+        self.records, self.cause = records, cause
 
 
 class MissingApplication(ConfigurationError):
@@ -144,32 +144,17 @@ def task_cache_dir(osworld_cache_dir: Path, task: TaskDefinition) -> Path:
     return path.resolve()
 
 
-@contextlib.contextmanager
-def osworld_process(
-    guest: GuestLike, cache_dir: Path, *, osworld_python: Path | None, offline_assets: bool, what: str,
-    reuse: OSWorldProcess | None = None,
-) -> Iterator[OSWorldProcess]:
-    """An OSWorld process opened on `guest` (started now, so its import time is not charged to a step). With
-    `reuse`, that running process is opened on `guest` instead, and left running afterwards."""
+def open_on_guest(process: OSWorldProcess, guest: GuestLike, cache_dir: Path, *,
+                  offline_assets: bool) -> dict[str, Any]:
+    """Point the OSWorld process at `guest` and the task's cache (starting it when none runs, so its import time
+    is not charged to a step); returns who it is (`hello`)."""
     password = guest.spec.client_password
-    process = reuse or OSWorldProcess(resolve_python(osworld_python), work_dir=cache_dir.parent / ".osworld-process",
-                                      secret=password, what=what)
-    try:
-        process.open(
-            guest={"host": guest.host, "api": guest.ports.api, "cdp": guest.ports.cdp, "vnc": guest.ports.vnc,
-                   "vlc": guest.ports.vlc},
-            cache_dir=str(cache_dir), client_password=password, offline=offline_assets,
-        )
-        yield process
-    except Exception:  # a failure stops whatever OSWorld's code was doing; a reused child is idle between calls
-        if reuse is None:
-            process.kill()
-        raise
-    except BaseException:  # an interruption (SIGTERM)
-        process.kill()
-        raise
-    if reuse is None:
-        process.close()
+    process.open(
+        guest={"host": guest.host, "api": guest.ports.api, "cdp": guest.ports.cdp, "vnc": guest.ports.vnc,
+               "vlc": guest.ports.vlc},
+        cache_dir=str(cache_dir), client_password=password, offline=offline_assets,
+    )
+    return process.hello
 
 
 def osworld_download_target(cache_dir: Path, url: str, guest_path: str) -> Path:
@@ -209,12 +194,15 @@ def run_steps(
     cache_dir: Path,
     assets: AssetCache,
     step_deadline_sec: float,
+    window_deadline_sec: float | None = None,
     what: str = "setup step",
     check: StepCheck | None = None,
 ) -> list[SetupStepRecord]:
-    """Run `steps` in order, each as its own call (then `check`, when given); stop at the first failure with a
-    `SetupStepError` naming the step's index, type and parameters. A guest answer that is not a success fails
-    the step (the OSWorld process sees every answer, including those OSWorld's controller only logs)."""
+    """Run `steps` in order, each as its own call under `step_deadline_sec` (an `open` step under
+    `window_deadline_sec` when it is shorter: the guest waits up to 30 minutes for a window naming the file),
+    then `check`, when given; stop at the first failure with a `SetupStepError` naming the step's index, type
+    and parameters. A guest answer that is not a success fails the step (the OSWorld process sees every
+    answer, including those OSWorld's controller only logs)."""
     records: list[SetupStepRecord] = []
     for index, step in enumerate(steps):
         step_type = str(step.get("type"))
@@ -223,18 +211,21 @@ def run_steps(
         error: str | None = None
         answers: list[Any] = []
         checked: list[str] = []
-        cause: PhaseError | None = None
+        cause: BaseException | None = None
         label = f"{what} {index} ({step_type})"
+        deadline = step_deadline_sec
+        if step_type == "open" and window_deadline_sec and (not deadline or window_deadline_sec < deadline):
+            deadline = window_deadline_sec
         try:
             prefill(step, cache_dir, assets)
-            answered = process.call("setup_step", {"step": step}, deadline_sec=step_deadline_sec, what=label)
+            answered = process.call("setup_step", {"step": step}, deadline_sec=deadline, what=label)
             answers = answered.get("answers", [])
             if check is not None:
                 checked = check(step)
-        except (AssetError, SetupError) as exc:
+        except (AssetError, PhaseError) as exc:
             error, cause = one_line(mask(str(exc), password)), exc
         except OSWorldCodeError as exc:
-            error = one_line(mask(str(exc).removeprefix(f"{label}: "), password))
+            error, cause = one_line(mask(_step_error(step, exc, deadline), password)), exc
             if program := missing_program(step, error):
                 name = APPLICATIONS.get(Path(program).name, program)
                 error = f"missing application: {name} (`{program}`) is not installed in the guest; {error}"
@@ -248,6 +239,14 @@ def run_steps(
     return records
 
 
+def _step_error(step: dict[str, Any], exc: OSWorldCodeError, deadline_sec: float) -> str:
+    """What failed a step in OSWorld's process; an `open` that ran out of time names its file."""
+    if exc.kind == "deadline" and step.get("type") == "open":
+        path = (step.get("parameters") or {}).get("path")
+        return f"no window of {path} appeared within {deadline_sec:g} s (the guest's open_file still waits)"
+    return exc.detail
+
+
 def run_setup(
     process: OSWorldProcess,
     task: TaskDefinition,
@@ -255,16 +254,19 @@ def run_setup(
     password: str,
     cache_dir: Path,
     assets: AssetCache,
-    step_deadline_sec: float = 300,
+    step_deadline_sec: float = SETUP.step_timeout_sec,
+    window_deadline_sec: float | None = None,
     check: StepCheck | None = None,
 ) -> list[SetupStepRecord]:
-    """The task's setup in the guest: a V1 task's `config` steps one by one (each followed by `check`), a V2
-    class's own `setup()` as one step. Raises `SetupStepError` (a `SetupError`) on the first failure."""
+    """The task's setup in the guest: the asset source prepared for the task, then a V1 task's `config` steps
+    one by one (each followed by `check`), or a V2 class's own `setup()` as one step. Raises `SetupStepError` on
+    the first failure."""
+    assets.prepare(task)
     if task.kind == "v2_class":
         return _run_v2_setup(process, task, password=password, cache_dir=cache_dir, assets=assets,
                              deadline_sec=step_deadline_sec)
     return run_steps(process, task.config, password=password, cache_dir=cache_dir, assets=assets,
-                     step_deadline_sec=step_deadline_sec, check=check)
+                     step_deadline_sec=step_deadline_sec, window_deadline_sec=window_deadline_sec, check=check)
 
 
 def _run_v2_setup(process: OSWorldProcess, task: TaskDefinition, *, password: str, cache_dir: Path,
@@ -278,7 +280,7 @@ def _run_v2_setup(process: OSWorldProcess, task: TaskDefinition, *, password: st
     except AssetError as exc:
         error, cause = str(exc), exc
     except OSWorldCodeError as exc:
-        error = one_line(mask(str(exc).removeprefix(f"{label}: "), password))
+        error, cause = one_line(mask(exc.detail, password)), exc
     record = SetupStepRecord(index=0, type="task_class.setup", parameters={}, ok=error is None,
                              duration_sec=round(time.monotonic() - started, 3), error=error)
     if error is not None:

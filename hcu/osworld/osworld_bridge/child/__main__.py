@@ -99,12 +99,6 @@ class Session:
         assert self.watch is not None
         return {**v1.evaluate(env, task, last_action, self.watch), "refused": self._refused()}
 
-    def op_stand_in(self, url: str, names: list[str], target: str, members: list[str] | None = None,
-                    role: str = "input") -> dict[str, str]:
-        from hcu.osworld.osworld_bridge.child import stand_in_files
-
-        return stand_in_files.make(url, names, target, members, role)
-
     def op_check_names(self, metrics: list[str], getters: list[str]) -> dict[str, Any]:
         return v1.check_names(metrics, getters)
 

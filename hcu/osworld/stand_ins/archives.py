@@ -1,6 +1,6 @@
 """Stand-in archives (zip, tar, EPUB, Python wheels) and the Thunderbird profile archive, in the OSWorld process.
 
-An archive holds the members the task names (stand_ins.archive_members: the files and folders the setup steps
+An archive holds the members the task names (plan.archive_members: the files and folders the setup steps
 after its unpacking open, or the folder the evaluator's `compare_archive` lists), each a stand-in of its own
 type; with no file named, also a folder named after the archive with a README. A wheel is one pip installs: its
 dist-info (METADATA, WHEEL, RECORD) comes from the wheel's file name.

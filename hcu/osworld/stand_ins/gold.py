@@ -4,7 +4,7 @@ A task's evaluator compares the file the agent leaves with the gold file it down
 stand-ins differ in content (both are made from their URL), but alike in structure, a check that compares only
 structure would pass on the untouched state: tables in a document (none in either), its images, its references
 section, its number of lines; a workbook's pivot tables or charts on a new sheet (no such sheet in either). So a
-stand-in made for an `expected` getter (stand_ins.task_files) adds what a finished task adds: a document gets
+stand-in made for an `expected` getter (plan.task_files) adds what a finished task adds: a document gets
 a table, an image, a references section and more paragraphs; a workbook gets a Sheet2 holding a chart and a
 pivot table over Sheet1. A file a task also fetches as its input stays an input (the untouched file is it).
 """
@@ -86,7 +86,7 @@ def _finished_workbook(seed: SeedLike, path: Path) -> None:
 
 
 FINISHERS: dict[str, Callable[[SeedLike, Path], None]] = {".docx": _finished_document, ".xlsx": _finished_workbook}
-"""By the kind the stand-in was made as (stand_in_files.kind_of)."""
+"""By the kind the stand-in was made as (files.kind_of)."""
 
 
 def finish(kind: str, seed: SeedLike, path: Path) -> None:

@@ -1,17 +1,15 @@
-"""Stand-in task files in the asset cache: every URL a task's setup, postconfig or getters would fetch gets a
-generated file of the right type (child/stand_in_files.py makes it, in the OSWorld process, whose libraries
-read such files in the evaluator too). For offline tests only: the cache is a stand-in cache (assets.py), and
-whatever runs on it is marked.
+"""Which stand-ins a task needs: every URL its setup, postconfig or getters would fetch, with the names it lands
+under, what an archive must hold, and which files are the gold an evaluator compares with (files.py makes each).
 """
 
 from __future__ import annotations
 
 import shlex
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 from typing import Any
 
-from hcu.osworld.osworld_bridge.assets import AssetCache, AssetError, cache_path, is_url
-from hcu.osworld.osworld_bridge.process import OSWorldCodeError, OSWorldProcess
+from hcu.defaults import GUEST
+from hcu.osworld.osworld_bridge.assets import cache_path, is_url
 from hcu.osworld.osworld_bridge.setup import BROWSE_HISTORY_URL
 from hcu.osworld.tasks import TaskDefinition
 
@@ -54,7 +52,6 @@ def task_files(task: TaskDefinition) -> dict[str, list[str]]:
 
 
 ARCHIVES = (".zip", ".tar", ".tar.gz", ".tgz", ".tar.xz", ".txz", ".tar.bz2")
-HOME = "/home/user"
 ARCHIVE_FILE_TYPES = {"pdf": ".pdf", "docx": ".docx", "ppt": ".pptx", "image": ".png", "csv": ".csv",
                       "text": ".txt", "table": ".xlsx", "xlsx": ".xlsx", "audio": ".mp3", "video": ".mp4"}
 """`compare_archive`'s file types, as the suffix of a file of that type."""
@@ -113,7 +110,7 @@ def _tokens(value: Any) -> list[str]:
 
 def _words(value: Any) -> list[str]:
     """The absolute paths a step's parameters name (`~/` is the user's home)."""
-    words = [HOME + word[1:] if word.startswith("~/") else word for word in _tokens(value)]
+    words = [GUEST.home + word[1:] if word.startswith("~/") else word for word in _tokens(value)]
     return [word for word in words if word.startswith("/") and not set(word) & set("'\"$`()*?;|&<>")]
 
 
@@ -132,7 +129,7 @@ def _unpacked_into(steps: list[dict[str, Any]], archive: str) -> str:
 def expected_files(task: TaskDefinition) -> set[str]:
     """The URLs only the evaluator fetches, as the gold its metric compares with (an expected getter's file or
     one postconfig downloads after the agent), never the task's input: setup and the result getters fetch none
-    of them. Their stand-ins hold a finished task's work (child/stand_in_gold.py)."""
+    of them. Their stand-ins hold a finished task's work (gold.py)."""
     evaluator = task.evaluator or {}
     inputs = {url for step in task.config for url, _ in _step_files(step)}
     golds = {url for step in evaluator.get("postconfig", []) for url, _ in _step_files(step)}
@@ -143,23 +140,9 @@ def expected_files(task: TaskDefinition) -> set[str]:
     return golds - inputs
 
 
-def provide(process: OSWorldProcess, task: TaskDefinition, assets: AssetCache) -> list[str]:
-    """Generate the stand-ins the cache lacks for `task`; returns the URLs made now."""
-    if not assets.stand_ins:
-        raise AssetError(f"asset cache {assets.root} is not a stand-in cache: no stand-in is written into it")
-    made = []
-    members = archive_members(task)
-    golds = expected_files(task)
-    for url, names in task_files(task).items():
-        target = cache_path(assets.root, url)
-        if target.is_file():
-            continue
-        role = "expected" if url in golds else "input"
-        try:
-            process.call("stand_in", {"url": url, "names": names, "target": str(target),
-                                      "members": members.get(url, []), "role": role},
-                         deadline_sec=DEADLINE_SEC, what=f"making a stand-in for {url}")
-        except OSWorldCodeError as exc:
-            raise AssetError(str(exc)) from None
-        made.append(url)
-    return made
+def missing(task: TaskDefinition, root: Path) -> list[dict[str, Any]]:
+    """What generate.py must make for `task` in the stand-in cache at `root`: one job per file not there yet."""
+    members, golds = archive_members(task), expected_files(task)
+    return [{"url": url, "names": names, "target": str(target), "members": members.get(url, []),
+             "role": "expected" if url in golds else "input"}
+            for url, names in task_files(task).items() if not (target := cache_path(root, url)).is_file()]

@@ -1,4 +1,5 @@
-"""Stand-in task files, made in the OSWorld process: for offline tests only, never for a scored run.
+"""Stand-in task files, made in the OSWorld interpreter (generate.py): for offline tests only, never for a
+scored run.
 
 A task names files by URL (Hugging Face); without the internet the canary sweep and the tests serve, per URL,
 a generated file of the type the task expects (from the name it lands under, else the URL's): a workbook, a
@@ -20,7 +21,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 
-from hcu.osworld.osworld_bridge.child import stand_in_archives as archives
+from hcu.osworld.stand_ins import archives
 
 
 class Seed:
@@ -322,7 +323,7 @@ def make(url: str, names: list[str], target: str, members: list[str] | None = No
          role: str = "input") -> dict[str, str]:
     """Write the stand-in for `url` at `target` (atomically); `names` are where it lands (first first), then
     the URL's own file name; `members`, what an archive must hold. An `expected` file (a gold an evaluator
-    compares with) holds a finished task's work besides (stand_in_gold.py). Returns the kind it was made as."""
+    compares with) holds a finished task's work besides (gold.py). Returns the kind it was made as."""
     kind = kind_of(*names, PurePosixPath(url.split("?")[0]).name)
     seed = Seed(url, names[0] if names else url, members)
     destination = Path(target)
@@ -332,9 +333,9 @@ def make(url: str, names: list[str], target: str, members: list[str] | None = No
     try:
         MAKERS.get(kind, _bytes)(seed, Path(scratch))
         if role == "expected":
-            from hcu.osworld.osworld_bridge.child import stand_in_gold
+            from hcu.osworld.stand_ins import gold
 
-            stand_in_gold.finish(kind, seed, Path(scratch))
+            gold.finish(kind, seed, Path(scratch))
         os.replace(scratch, destination)
     finally:
         Path(scratch).unlink(missing_ok=True)

@@ -1,0 +1,157 @@
+"""The phases an attempt with an agent adds to the guest's: render the agent's plan, strip inherited agent
+configuration (isolate), upload the CLI and computer-use, check the gateway, the executables and the MCP
+transport from inside the guest (probe), run the agent, let the last action settle, collect usage."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+
+from hcu.computer_use.channels import parse_channels
+from hcu.defaults import GUEST
+from hcu.osworld.agents import get_adapter
+from hcu.osworld.agents.base import GUEST_ROOT, AgentAdapter, AgentContext, AgentPlan
+from hcu.osworld.attempt.agent_phase import AgentLimits, AgentOutcome, run_agent
+from hcu.osworld.attempt.cost import cost_for_scope
+from hcu.osworld.attempt.gateway_watch import GatewayWatch
+from hcu.osworld.attempt.guest_phases import AttemptState
+from hcu.osworld.attempt.isolation import prepare_agent, remove_inherited, upload_plan
+from hcu.osworld.attempt.meta import ArtifactRecord
+from hcu.osworld.attempt.probe import check_executables, check_gateway_from_guest, check_mcp
+from hcu.osworld.attempt.result import Usage
+from hcu.osworld.attempt.scope_credential import GatewayCredential, check_scope_key, gateway_credential
+from hcu.osworld.attempt.usage import usage_for_scope
+from hcu.osworld.errors import ConfigurationError
+from hcu.osworld.settings import INSTRUCTIONS, AttemptSettings
+
+log = logging.getLogger("hcu.run_task")
+
+PROTOCOL = ("\n\nWhen you finish, end your final message with TASK_COMPLETE on its own line; if the task cannot be "
+            "done, end with TASK_INFEASIBLE; if you need the user, end with ASK_USER.")
+
+
+@dataclass
+class AgentAttempt(AttemptState):
+    """An attempt with an agent: what its phases add to the guest's state."""
+
+    adapter: AgentAdapter | None = None
+    context: AgentContext | None = None
+    plan: AgentPlan | None = None
+    credential: GatewayCredential | None = None
+    outcome: AgentOutcome | None = None
+    usage: Usage | None = None
+    cost_usd: float | None = None
+
+
+def render_agent(state: AgentAttempt) -> None:
+    """The agent's plan, rendered before any guest starts: a missing binary costs nothing."""
+    s, task = state.settings, state.task
+    assert task is not None
+    state.adapter = get_adapter(s.agent)
+    state.credential = gateway_credential(s.scope_key_file, state.attempt.gateway_scope)
+    state.context = _context(s, state.attempt.gateway_scope, task.instruction, state.credential.token)
+    state.meta.gateway, state.meta.scope = s.gateway, state.attempt.gateway_scope
+    state.meta.session_id = state.context.session_id
+    state.plan = state.adapter.plan(state.context, s.artifact_dir, s.agent_binary)
+    if not s.mcp_binary.is_file():
+        raise ConfigurationError(f"mcp_binary: {s.mcp_binary} does not exist (run `make build-local`)")
+
+
+def isolate(state: AgentAttempt) -> None:
+    assert state.guest is not None and state.adapter is not None
+    remove_inherited(state.guest.api, home=GUEST.home, work_dir=GUEST.home,
+                     client_password=state.guest.spec.client_password, names=list(state.adapter.inherited_paths))
+
+
+def upload(state: AgentAttempt) -> None:
+    assert state.guest is not None and state.plan is not None and state.context is not None
+    s = state.settings
+    upload_plan(state.guest.api, state.plan, {state.context.computer_use_path: s.mcp_binary})
+    state.meta.artifacts = artifact_identity(state.plan, s.artifact_dir, s.mcp_binary)
+    prepare_agent(state.guest.api, state.plan, GUEST.home)
+
+
+def probe(state: AgentAttempt) -> None:
+    """No model call happens before the gateway, the executables and the MCP transport all pass."""
+    assert state.guest is not None and state.plan is not None and state.context is not None
+    assert state.credential is not None
+    s, api = state.settings, state.guest.api
+    state.meta.gateway_health = check_gateway_from_guest(api, s.gateway, s.max_model_calls)
+    if unprotected := check_scope_key(state.meta.gateway_health, state.credential, s.gateway):
+        log.warning(unprotected)
+    state.meta.agent_version = check_executables(api, state.plan, GUEST.home)
+    state.meta.mcp_probe = check_mcp(api, state.plan.mcp_server, state.context.channels)
+
+
+def agent(state: AgentAttempt) -> None:
+    """The agent until it ends; its timeout is extended by rate-limit waits (agent_phase.py)."""
+    assert state.guest is not None and state.plan is not None and state.adapter is not None
+    assert state.credential is not None
+    s = state.settings
+    gateway = GatewayWatch(s.gateway, state.attempt.gateway_scope, away_sec=s.gateway_away_seconds,
+                           secret=state.credential.secret)
+    state.outcome = run_agent(state.guest.api, state.adapter, state.plan, gateway=gateway, work_dir=GUEST.home,
+                              state_dir=f"{GUEST_ROOT}/run", result_dir=state.result_dir, token_log=s.token_log,
+                              credential=state.credential, limits=AgentLimits.of(s))
+    state.meta.agent = state.outcome
+
+
+def not_scored(state: AgentAttempt) -> str | None:
+    """Why settle and evaluate do not run: the agent phase ended the attempt without a score."""
+    if state.outcome is not None and state.outcome.failure_classification:
+        return f"not scored: {state.outcome.failure_classification}"
+    return None
+
+
+def settle(state: AgentAttempt) -> None:
+    """OSWorld's runner sleeps before env.evaluate(): let the last action land."""
+    time.sleep(state.settings.settle_seconds)
+
+
+def collect(state: AgentAttempt) -> None:
+    """The attempt's usage and cost, from the gateway's token-log rows of its scope (whatever ended it)."""
+    if state.settings.token_log is not None:
+        state.usage = usage_for_scope(state.settings.token_log, state.attempt.gateway_scope)
+        state.cost_usd = cost_for_scope(state.settings.token_log, state.attempt.gateway_scope, state.settings.prices)
+
+
+def _context(s: AttemptSettings, scope: str, instruction: str, gateway_token: str) -> AgentContext:
+    guide = s.guide_path()
+    profile = guide.read_text() if guide else ""
+    if s.code_mode:
+        profile += "\n\n" + (INSTRUCTIONS / "hybrid-code.md").read_text()
+    return AgentContext(
+        scope=scope, gateway_url=s.gateway, model=s.model, effort=s.effort,
+        channels=list(parse_channels(",".join(s.channels), code_mode=s.code_mode)), code_mode=s.code_mode,
+        base_instructions=s.base_instructions_file.read_text(), profile_instructions=profile or None,
+        prompt=instruction + PROTOCOL, session_id=str(uuid.uuid4()), gateway_token=gateway_token)
+
+
+def artifact_identity(plan: AgentPlan, artifact_dir: Path, mcp: Path) -> dict[str, ArtifactRecord]:
+    """Versions and hashes of the files that ran in the guest: agents.json's record (fetch-agents.sh) for a
+    file taken from artifact_dir, the file's own sha256 for any other (an agent_binary from elsewhere)."""
+    index = artifact_dir / "agents.json"
+    known = orjson.loads(index.read_bytes()) if index.is_file() else {}
+    identity = {}
+    for upload_ in plan.files:
+        path = upload_.host_path
+        if path is None:
+            continue
+        entry = known.get(path.name) if path.parent == artifact_dir else None
+        identity[path.name] = ArtifactRecord.model_validate({"path": str(path), **(entry or {"sha256": _sha256(path)})})
+    identity["computer-use"] = ArtifactRecord(path=str(mcp), sha256=_sha256(mcp))
+    return identity
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()

@@ -1,0 +1,148 @@
+"""The phases every attempt runs, with an agent or without (the canary): load the task, boot the guest, run the
+task's setup, score the guest's state, remove the guest; and the state they carry.
+
+This is the one module of hcu that starts a guest. The attempt holds one OSWorld process, opened on its guest
+after the boot and shared by setup and evaluation; a deadline kills it and everything it started (the next
+call starts a fresh one).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hcu.osworld.attempt.app_check import AppCheck
+from hcu.osworld.attempt.identity import AttemptId
+from hcu.osworld.attempt.meta import AttemptMeta, GuestRecord, OSWorldRecord
+from hcu.osworld.attempt.runner import PhaseLog
+from hcu.osworld.guest.lifecycle import Guest, GuestSpec, remove_guest, start_guest
+from hcu.osworld.osworld_bridge.assets import AssetCache
+from hcu.osworld.osworld_bridge.evaluate import EvalResult, ensure_evaluator_loads, evaluate
+from hcu.osworld.osworld_bridge.process import OSWorldProcess, resolve_python
+from hcu.osworld.osworld_bridge.setup import SetupStepError, open_on_guest, run_setup, task_cache_dir
+from hcu.osworld.osworld_bridge.sources import asset_source
+from hcu.osworld.settings import AssetSettings, GuestSettings, OSWorldSettings, SetupSettings, TaskSettings
+from hcu.osworld.tasks import TaskDefinition, load_task
+from hcu.record_io import write_atomic
+
+log = logging.getLogger("hcu.run_task")
+
+
+class GuestAttemptSettings(SetupSettings, OSWorldSettings, AssetSettings, GuestSettings, TaskSettings):
+    """What the shared phases read of an attempt's (resolved) settings."""
+
+
+@dataclass
+class AttemptState:
+    """What an attempt carries through its phases."""
+
+    settings: Any
+    """The attempt's resolved settings (a GuestAttemptSettings or more: run_task's and the canary's options)."""
+    attempt: AttemptId
+    result_dir: Path
+    phases: PhaseLog
+    boot_timeout_sec: float
+    """The boot's own bound (0: the boot phase's deadline alone ends it)."""
+    task: TaskDefinition | None = None
+    assets: AssetCache | None = None
+    guest: Guest | None = None
+    osworld: OSWorldProcess | None = None
+    reused_osworld: bool = False
+    """The OSWorld process belongs to the caller (a sweep worker's): opened on this guest, left running."""
+    evaluation: EvalResult | None = None
+    meta: AttemptMeta = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.meta = AttemptMeta(attempt_id=str(self.attempt))
+
+    @property
+    def guest_dir(self) -> Path:
+        """The guest's work files (its overlay, its console when it did not come up)."""
+        return self.result_dir / ".guest"
+
+    @property
+    def cache_dir(self) -> Path:
+        assert self.task is not None
+        return task_cache_dir(self.result_dir / ".osworld-cache", self.task)
+
+
+def load(state: AttemptState) -> None:
+    """The task definition, the asset source and the OSWorld interpreter: what no guest is started without."""
+    s = state.settings
+    state.task = load_task(s.benchmark_version, s.task_id, s.task_domain, s.tasks_dir, s.osworld_python)
+    state.meta.task_sha256 = state.task.sha256
+    state.assets = asset_source(s)
+    python = resolve_python(s.osworld_python)
+    state.meta.osworld = OSWorldRecord(python=str(python))
+    if state.osworld is None:
+        state.osworld = OSWorldProcess(python, work_dir=state.result_dir / ".osworld-process",
+                                       secret=s.client_password or "", what=f"{state.attempt} osworld")
+
+
+def boot(state: AttemptState) -> None:
+    spec = GuestSpec.for_settings(state.settings)
+    state.meta.guest = GuestRecord(spec=spec.model_dump(mode="json", exclude={"client_password"}))
+    try:
+        state.guest = start_guest(spec, state.attempt, work_dir=state.guest_dir,
+                                  boot_timeout_sec=state.boot_timeout_sec)
+    except BaseException as exc:  # where the boot stopped (start_guest leaves it on the exception)
+        state.meta.guest.readiness = list(getattr(exc, "readiness", []))
+        state.meta.guest.console_log = getattr(exc, "console_log", None)
+        raise
+    g = state.guest
+    state.meta.guest = GuestRecord(spec=state.meta.guest.spec, container_id=g.container_id, host=g.host,
+                                   ports=g.ports, container_image=g.container_image, readiness=list(g.readiness))
+
+
+def setup(state: AttemptState) -> None:
+    """OSWorld's process opened on the guest, the task's evaluator checked (a task that can never be scored
+    spends nothing more), then the task's setup, strict, each step under its deadline and followed by the
+    application check."""
+    s, task, osworld = state.settings, state.task, state.osworld
+    assert task is not None and osworld is not None and state.guest is not None and state.assets is not None
+    hello = open_on_guest(osworld, state.guest, state.cache_dir, offline_assets=state.assets.offline)
+    state.meta.osworld = OSWorldRecord(python=hello["python"], desktop_env=hello["desktop_env"], hcu=hello["hcu"])
+    ensure_evaluator_loads(osworld, task)
+    try:
+        state.meta.setup_steps = run_setup(
+            osworld, task, password=state.guest.spec.client_password, cache_dir=state.cache_dir,
+            assets=state.assets, step_deadline_sec=s.setup_step_timeout_seconds,
+            window_deadline_sec=s.app_start_timeout_seconds, check=AppCheck(state.guest, s.app_start_timeout_seconds))
+    except SetupStepError as exc:
+        state.meta.setup_steps = exc.records
+        raise
+
+
+def score(state: AttemptState, *, last_action: str | None, deadline_sec: float) -> EvalResult:
+    """OSWorld's evaluator on the guest's state now, between two screenshots kept as evidence."""
+    assert state.task is not None and state.osworld is not None and state.guest is not None
+    assert state.assets is not None
+    _screenshot(state, "final-before-eval.png")
+    try:
+        state.evaluation = evaluate(state.osworld, state.task, agent_last_action=last_action,
+                                    password=state.guest.spec.client_password, cache_dir=state.cache_dir,
+                                    assets=state.assets, deadline_sec=deadline_sec,
+                                    step_deadline_sec=state.settings.setup_step_timeout_seconds)
+    finally:
+        _screenshot(state, "final-after-eval.png")
+    return state.evaluation
+
+
+def cleanup(state: AttemptState) -> None:
+    """The guest and everything it made, then the OSWorld process (unless it is the caller's)."""
+    try:
+        if state.guest is not None:
+            remove_guest(state.guest)
+    finally:
+        if state.osworld is not None and not state.reused_osworld:
+            state.osworld.kill()
+
+
+def _screenshot(state: AttemptState, name: str) -> None:
+    assert state.guest is not None
+    try:
+        write_atomic(state.result_dir / name, state.guest.api.screenshot())
+    except Exception as exc:  # evidence is best effort: the score does not depend on it
+        log.warning("screenshot %s failed: %s", name, exc)

@@ -1,0 +1,132 @@
+"""The attempt runner: an attempt is an ordered list of phases, run under one attempt id.
+
+Each phase declares its name, its deadline (with the timeout type it ends with) and the failure class of the
+errors raised in it. The runner owns everything else: timing each phase (`PhaseLog`, with the node's admission
+before it and progress.json as it goes), deadlines and stop signals (`interrupts`), the one translation of what
+ended the attempt into the error table's classes (`failures.translate`), the closing phases that always run
+(collect, cleanup), and writing the attempt's records in `finally`. `run_task` and `setup_canary` are this
+runner with different phase lists.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Generic, TypeVar
+
+from hcu.osworld.attempt.failures import Failure, translate
+from hcu.osworld.attempt.interrupts import StopSignals, deadline
+from hcu.osworld.attempt.result import PhaseTiming
+from hcu.osworld.errors import FailureClass, PhaseTimeout
+from hcu.record_io import write_json
+
+log = logging.getLogger("hcu.run_task")
+
+S = TypeVar("S")
+
+
+class PhaseLog:
+    """The phases of one attempt, in order, with a callback so progress is visible while it runs."""
+
+    def __init__(self, attempt_id: str, on_change: Callable[[str], None] | None = None,
+                 admit: Callable[[str], None] | None = None) -> None:
+        self.attempt_id = attempt_id
+        self.phases: list[PhaseTiming] = []
+        self.current: str | None = None
+        self._on_change = on_change
+        self._admit = admit  # waits until the node admits the phase (queue/admission.py); not phase time
+
+    @classmethod
+    def writing_progress(cls, attempt_id: str, result_dir: Path,
+                         admit: Callable[[str], None] | None = None) -> PhaseLog:
+        """A log that keeps `result_dir/progress.json` on the current phase (the queue's status reads it)."""
+        return cls(attempt_id, admit=admit, on_change=lambda name: write_json(
+            result_dir / "progress.json", {"phase": name, "since": time.time()}))
+
+    @contextmanager
+    def phase(self, name: str, *, timeout_sec: float = 0.0,
+              overrun: type[PhaseTimeout] | None = None) -> Iterator[None]:
+        """Run and time one phase; with `timeout_sec` (0 = none) and its timeout type `overrun`, the phase
+        ends with that error at its deadline, wherever it is blocked. The node's admission comes first: the
+        wait for it is neither phase time nor under the phase's deadline (a stop signal still ends it)."""
+        if self._admit:
+            self._admit(name)
+        started = time.time()
+        self.current = name
+        try:  # from the start: a signal that lands while progress is written still ends this phase
+            log.info("[%s] phase %s: start", self.attempt_id, name)
+            if self._on_change:
+                self._on_change(name)
+            if overrun is None:
+                yield
+            else:
+                message = f"phase {name} overran its timeout of {timeout_sec:g} s (timeout_seconds)"
+                with deadline(timeout_sec, lambda: overrun(message)):
+                    yield
+        except BaseException as exc:
+            self._record(name, started, "failed", f"{type(exc).__name__}: {exc}")
+            raise
+        self._record(name, started, "ok", None)
+
+    def skipped(self, name: str, reason: str) -> None:
+        self.phases.append(PhaseTiming(name=name, started_at=time.time(), duration_sec=0.0, status="skipped",
+                                       error=reason))
+
+    def _record(self, name: str, started: float, status: str, error: str | None) -> None:
+        duration = time.time() - started
+        self.phases.append(PhaseTiming(name=name, started_at=started, duration_sec=round(duration, 3),
+                                       status=status, error=error))
+        log.info("[%s] phase %s: %s in %.1fs%s", self.attempt_id, name, status, duration,
+                 f" ({error})" if error else "")
+
+
+@dataclass(frozen=True)
+class Phase(Generic[S]):
+    name: str
+    run: Callable[[S], None]
+    failure: FailureClass = "runner"
+    """The class of the lower-level errors that end this phase (failures.translate)."""
+    overrun: type[PhaseTimeout] | None = None
+    """The timeout type the phase ends with at its deadline."""
+    deadline_sec: Callable[[S], float] | None = None
+    """The phase's deadline (0 = none); only with `overrun`."""
+    skip: Callable[[S], str | None] | None = None
+    """Why the phase does not run this time (None: it runs)."""
+
+
+def run_phases(state: S, phases: Sequence[Phase[S]], closing: Sequence[Phase[S]], *, log_: PhaseLog,
+               stops: StopSignals, record: Callable[[S, Failure | None], None]) -> Failure | None:
+    """Run `phases` in order until one fails, then `closing` (each runs whatever happened; its errors are
+    logged, never the attempt's failure), then `record(state, failure)`. Stop signals end the attempt as
+    `interrupted` in any phase; they are held while the closing phases run and the records are written."""
+    failure: Failure | None = None
+    current: Phase[S] | None = None
+    try:
+        with stops.armed():
+            for current in phases:
+                reason = current.skip(state) if current.skip else None
+                if reason is not None:
+                    log_.skipped(current.name, reason)
+                    continue
+                timeout = current.deadline_sec(state) if current.deadline_sec else 0.0
+                with log_.phase(current.name, timeout_sec=timeout, overrun=current.overrun):
+                    current.run(state)
+    except BaseException as exc:  # whatever ended it: recorded; a SystemExit or KeyboardInterrupt goes on too
+        failure = translate(exc, current.failure if current else "runner")
+        if failure.classification == "runner":
+            log.error("[%s] runner error", log_.attempt_id, exc_info=exc)
+        if not isinstance(exc, Exception) and failure.classification == "runner":
+            raise
+    finally:
+        for phase in closing:
+            try:
+                with log_.phase(phase.name):
+                    phase.run(state)
+            except Exception as exc:  # the attempt's outcome is decided; what the closing misses is logged
+                log.error("[%s] %s failed: %s", log_.attempt_id, phase.name, exc)
+        record(state, failure)
+    return failure
