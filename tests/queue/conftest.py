@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import tarfile
+import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +27,14 @@ HERE = Path(__file__).parent
 STANDIN = HERE / "standin_runner.py"
 DRIVER = HERE / "queue_driver.py"
 SLEEP_IMAGE = "hcu-queue-test-sleep:latest"
+
+
+def wait_for(predicate, timeout_sec: float, what: str) -> None:
+    """Poll `predicate` until it holds; fail naming `what` after `timeout_sec`."""
+    deadline = time.time() + timeout_sec
+    while not predicate():
+        assert time.time() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
 
 
 def _sleep_rootfs() -> bytes:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import orjson
@@ -14,6 +13,7 @@ import pytest
 
 from hcu.osworld.queue.panel import QueueRefused
 from hcu.osworld.summary.run_summary import summarize
+from tests.queue.conftest import wait_for
 
 pytestmark = pytest.mark.docker
 
@@ -23,13 +23,6 @@ PRICES = {"gpt-5.5": {"input_usd_per_mtok": 1.0, "cached_input_usd_per_mtok": 0.
 
 def started(panel) -> list[tuple[str, int, int]]:
     return [(e["task_id"], e["repeat"], e["attempt"]) for e in panel.events() if e["event"] == "start"]
-
-
-def wait_for(predicate, timeout_sec: float, what: str) -> None:
-    deadline = time.time() + timeout_sec
-    while not predicate():
-        assert time.time() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 def test_each_repeat_is_scored_with_its_own_identity_and_retries(make_panel):

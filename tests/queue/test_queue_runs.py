@@ -18,6 +18,7 @@ from hcu.osworld.errors import MAX_ATTEMPTS
 from hcu.osworld.queue.panel import QueueRefused, QueueStopped, run_lock
 from hcu.osworld.summary.run_summary import summarize
 from hcu.record_io import write_record
+from tests.queue.conftest import wait_for
 
 pytestmark = pytest.mark.docker
 
@@ -30,13 +31,6 @@ def overlap_peak(events: list[dict]) -> int:
         running += step
         peak = max(peak, running)
     return peak
-
-
-def wait_for(predicate, timeout_sec: float, what: str) -> None:
-    deadline = time.time() + timeout_sec
-    while not predicate():
-        assert time.time() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 def test_cap_and_stagger_are_held(make_panel):

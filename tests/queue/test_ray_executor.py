@@ -4,7 +4,6 @@ node lost mid-attempt, a killed queue's attempts adopted."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import orjson
@@ -14,6 +13,7 @@ import ray
 from hcu.gateway.scope_secret import key_id, load_or_create_key
 from hcu.osworld.queue.panel import QueueStopped
 from hcu.osworld.summary.run_summary import summarize
+from tests.queue.conftest import wait_for
 from tests.queue.ray_checks import manifest, peaks_by_node, results
 from tests.queue.ray_cluster import SESSION_NODES, UPSTREAM_TOKEN_ENV
 
@@ -27,13 +27,6 @@ GROUP_CAPS = {"boot_setup": "hcu/boot-setup-cap", "agent": "hcu/agent-cap", "eva
 def run_actors(run_id: str) -> list[str]:
     return [entry["name"] for entry in ray.util.list_named_actors(all_namespaces=True)
             if run_id in entry["name"]]
-
-
-def wait_for(predicate, timeout_sec: float, what: str) -> None:
-    deadline = time.time() + timeout_sec
-    while not predicate():
-        assert time.time() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
 
 
 def secret_checks(panel, within: Path | None = None) -> list[dict]:
