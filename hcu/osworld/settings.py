@@ -236,11 +236,15 @@ class AttemptSettings(CostSettings, GatewaySettings, LimitSettings, AgentSetting
         }
         if self.guest_image is not None:
             updates["guest_image"] = absolute(base, self.guest_image)
-        for key in ("tasks_dir", "agent_binary", "mcp_binary", "token_log", "scope_key_file"):
+        for key in ("tasks_dir", "token_log", "scope_key_file"):
             value = getattr(self, key)
             updates[key] = None if value is None else absolute(base, value)
-        # not resolved: a venv's python is a symlink to the base interpreter, which lacks the venv's packages
-        updates["osworld_python"] = None if self.osworld_python is None else base / self.osworld_python.expanduser()
+        # not resolved: a venv's python is a symlink to the base interpreter, which lacks the venv's packages; and
+        # a binary is named as its default is (artifact_dir/<name>, a symlink or not), so a stored config resolves
+        # to itself
+        for key in ("osworld_python", "agent_binary", "mcp_binary"):
+            value = getattr(self, key)
+            updates[key] = None if value is None else base / value.expanduser()
         resolved = self.model_copy(update=updates)
         resolved.agent_binary = resolved.agent_binary or resolved.artifact_dir / agent.artifacts[0]
         resolved.mcp_binary = resolved.mcp_binary or resolved.artifact_dir / "computer-use"

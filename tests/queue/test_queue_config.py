@@ -166,3 +166,19 @@ def test_prices_and_repeats_reach_the_runner_and_parse_under_run_task(tmp_path: 
     assert (options.repeat, options.attempt) == (4, 2)
     assert options.prices == config.prices and options.prices["claude-opus-5"].cache_write_usd_per_mtok == 15.0
     assert "--max-cost-usd" not in runner_args(config, config.tasks[0], 1, tmp_path), "a panel key, not the runner's"
+
+
+def test_a_stored_config_resolves_to_itself_with_symlinked_artifacts(tmp_path: Path):
+    """A rerun config is the stored config.json written back as a config file: loading it must give the same
+    run (a symlinked agent CLI, as in a checkout sharing another's artifacts, included)."""
+    real = tmp_path / "elsewhere"
+    real.mkdir()
+    (real / "codex").write_bytes(b"cli")
+    artifacts = tmp_path / "artifacts"
+    artifacts.mkdir()
+    (artifacts / "codex").symlink_to(real / "codex")
+    first = config_at(tmp_path, artifact_dir=str(artifacts), repeats=2)
+    again = tmp_path / "again.json"
+    again.write_bytes(orjson.dumps(first.model_dump(mode="json")))
+    assert load_config(again).comparable() == first.comparable()
+    assert first.agent_binary == artifacts / "codex"

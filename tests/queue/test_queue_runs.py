@@ -179,6 +179,11 @@ def test_dry_run_prints_gateway_flags_and_writes_nothing(make_panel):
     ({"tasks": ["a"], "bogus": 1}, "bogus: unknown key"),
     ({"tasks": ["a", "a"]}, "tasks: duplicate task id 'a'"),
     ({"tasks": ["a"], "max_active_tasks": "many"}, "max_active_tasks: Input should be a valid integer"),
+    ({"tasks": ["a"], "repeats": 0}, "repeats: Input should be greater than or equal to 1"),
+    ({"tasks": ["a"], "max_cost_usd": 10}, "max_cost_usd: needs a price for the run's model (prices.gpt-5.5)"),
+    ({"tasks": ["a"], "prices": {"gpt-5.5": {"input_usd_per_mtok": -1, "cached_input_usd_per_mtok": 0,
+                                             "output_usd_per_mtok": 1}}},
+     "prices.gpt-5.5.input_usd_per_mtok: Input should be greater than or equal to 0"),
 ])
 def test_bad_config_is_one_line_exit_2(tmp_path: Path, body: dict, names: str):
     path = tmp_path / "bad.json"

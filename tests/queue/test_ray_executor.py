@@ -137,7 +137,7 @@ def test_node_lost_mid_attempt_reruns_elsewhere(ray_panel, loss_nodes, sleep_ima
     summary = summarize(run_dir)
     assert (summary["valid"], summary["attempts"], summary["retried_tasks"]) == (2, 3, 1)
     done = next(e for e in panel.queue_events() if e["event"] == "done")
-    assert [lost_task, 1] in done["leftovers_removed"], "the lost attempt's container was swept"
+    assert f"{run_id}/{lost_task}/1" in done["leftovers_removed"], "the lost attempt's container was swept"
     assert containers_of(run_id) == []
     assert run_actors(run_id) == []
 
