@@ -79,7 +79,7 @@ test: host setup test-desktop qemu-guest build-local agents
 ## test-fast: pure-logic tests only (no Docker engine reachable, no artifacts, no network, no evaluator venv)
 test-fast: $(VENV)/.installed
 	DOCKER_HOST=unix:///nonexistent $(VPY) -m pytest -q -p no:cacheprovider \
-	  -m 'not docker and not kvm and not artifacts and not network and not osworld and not python310'
+	  -m 'not docker and not kvm and not artifacts and not network and not osworld and not python310 and not browser'
 
 ## bench: benchmarks print figures and ratios (never asserted)
 bench: host setup test-desktop qemu-guest build-local

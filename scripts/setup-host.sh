@@ -16,8 +16,10 @@ export DEBIAN_FRONTEND=noninteractive
 # debootstrap: the test desktop's base; qemu-utils: qcow2 overlays of the official guest; xvfb: a display;
 # libatomic1: the node binary inside PyPI's playwright wheel (OSWorld's setup code drives Chrome with it);
 # gcc, python3-dev, linux-libc-dev: evdev (pynput's, in the evaluator venv) has no wheel and builds against the
-# kernel's input headers.
-pkgs=(python3-venv docker.io iptables iproute2 debootstrap qemu-utils xvfb libatomic1 gcc python3-dev linux-libc-dev)
+# kernel's input headers; chromium, chromium-driver: the run viewer's pages are tested in headless Chromium
+# (selenium drives /usr/bin/chromedriver; no browser download).
+pkgs=(python3-venv docker.io iptables iproute2 debootstrap qemu-utils xvfb libatomic1 gcc python3-dev linux-libc-dev
+      chromium chromium-driver)
 # npm packs the agent CLIs; a node that is already installed (any origin, e.g. nodesource) is kept.
 command -v npm >/dev/null || pkgs+=(nodejs npm)
 missing=()

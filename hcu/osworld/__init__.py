@@ -14,4 +14,5 @@
 - `queue/`: the panel queue (scheduling, resume, retries, manifest) and its executors: `local` (this host's
   Docker engine) or `ray` (each node its own guests, gateway and per-phase caps; results merged at the head).
 - `summary/`: scores, intervals and reports of a run.
+- `view/`: the run viewer (`python -m hcu.osworld.view`): a run directory as pages, served or exported.
 """

@@ -88,7 +88,7 @@ def policy_for(failure_classification: str | None) -> ErrorPolicy:
 
 def counted_score(failure_classification: str | None, termination_reason: str | None,
                   score: float | None) -> float | None:
-    """The score that counts for one attempt, None when it is withheld (OSWORLD.md "Read results")."""
+    """The score that counts for one attempt, None when it is withheld."""
     policy = policy_for(failure_classification)
     if policy.zero_on_limit and termination_reason in LIMIT_TERMINATIONS:
         return 0.0

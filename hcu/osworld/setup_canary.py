@@ -4,12 +4,13 @@ cache, so a later `--offline-assets` run needs no network. With --run-evaluator 
 evaluator's score of the untouched state; with --probe, the MCP probe's checks on the set-up desktop.
 
 Exit status: 0 passed, 1 failed (report.json says why), 2 bad flags or a task or setting that does not load
-(one line).
+(one line), 128 + the signal's number when a stop signal ended it (the guest removed, the report written).
 """
 
 from __future__ import annotations
 
 import contextlib
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -49,12 +50,15 @@ def resolved(parser: OneLineParser, args: Any, folder_flag: str, folder: Path) -
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    stops = StopSignals().install()
     with contextlib.redirect_stdout(sys.stderr):  # OSWorld's getters print; stdout keeps the one result line
-        report = run(args, stops=StopSignals().install())
+        report = run(args, stops=stops)
     line = f"setup_canary: {report.status}: {args.result_dir / REPORT_NAME}"
     if report.error:
         line += f" ({report.error})"
     print(line, file=sys.stderr if report.status == "failed" else sys.stdout)
+    if stops.received:  # stopped: the status a process ended by that signal has
+        return 128 + signal.Signals[stops.received]
     return 0 if report.status == "passed" else 2 if report.bad_input else 1
 
 

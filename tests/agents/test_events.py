@@ -38,7 +38,7 @@ def test_budget_refusal(agent):
 
 @pytest.mark.parametrize("agent", list(PREFIX))
 def test_rate_limited_turn_is_a_failed_turn_and_nothing_more(agent):
-    """Item 8 (issue 14): whether the turn ended on a rate limit is the gateway's verdict (its token-log rows),
+    """whether the turn ended on a rate limit is the gateway's verdict (its token-log rows),
     not the CLI's wording: the parsed outcome only says the turn failed."""
     out = get_adapter(agent).parse_events(fixture_text(f"{PREFIX[agent]}-gw-thr.jsonl"))
     assert not out.succeeded and not out.refused_budget and out.error
@@ -69,5 +69,5 @@ def test_cut_off_stream_is_a_failure(agent):
     (None, None),
 ])
 def test_protocol_word(message, word):
-    """Item 15 (issue 14): the word counts only where the protocol puts it, at the end of the final message."""
+    """the word counts only where the protocol puts it, at the end of the final message."""
     assert protocol_word(message) == word

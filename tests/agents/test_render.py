@@ -189,7 +189,7 @@ def test_context_rejects_bad_fields(field, value):
 
 @pytest.mark.parametrize("name", AGENT_NAMES)
 def test_missing_artifact_is_named(name, ctx, tmp_path):
-    """Item 2 (issue 14): a missing artifact is a configuration error (never retried), naming the file."""
+    """a missing artifact is a configuration error (never retried), naming the file."""
     expected = f"agent artifacts missing: {tmp_path}/.*run `make agents`"
     with pytest.raises(ConfigurationError, match=expected) as missing:
         get_adapter(name).plan(ctx, tmp_path)
@@ -198,7 +198,7 @@ def test_missing_artifact_is_named(name, ctx, tmp_path):
 
 @pytest.mark.parametrize("name", FAST_AGENTS)
 def test_agent_binary_is_the_file_that_is_uploaded(name, ctx, artifact_dir, tmp_path):
-    """Item 12 (issue 14): agent_binary names the CLI that runs, not just its folder."""
+    """agent_binary names the CLI that runs, not just its folder."""
     cli = AGENTS[name].artifacts[0]
     renamed = tmp_path / "elsewhere" / f"my-{cli}"
     renamed.parent.mkdir()

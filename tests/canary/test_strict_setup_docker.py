@@ -83,6 +83,22 @@ def test_an_application_that_never_shows_a_window_fails_the_step_that_started_it
     assert failed["error"].startswith("a window of GIMP: not there 5 s after the step (windows: ")
 
 
+def test_an_open_whose_file_shows_no_window_ends_at_the_application_deadline_naming_the_file(tmp_path: Path) -> None:
+    """The guest's open_file waits minutes for a window naming the file (the official one 30); hcu's own bound,
+    the application deadline, ends the step and names the file, well before the guest gives up."""
+    task_id, tasks = synthetic(tmp_path, "hcu-strict-open-no-window", [
+        {"type": "execute", "parameters": {  # bytes of no type any application opens
+            "command": "head -c 4096 /dev/urandom > /home/user/nothing.hcu-no-handler", "shell": True}},
+        {"type": "open", "parameters": {"path": "/home/user/nothing.hcu-no-handler"}}])
+    code, report, stderr = canary(tmp_path, task_id, tasks, "--app-start-timeout-seconds", "8")
+    assert (code, report["failure_classification"]) == (1, "setup"), stderr[-2000:]
+    failed = report["setup_steps"][-1]
+    assert (failed["type"], failed["ok"]) == ("open", False)
+    assert failed["error"] == ("no window of /home/user/nothing.hcu-no-handler appeared within 8 s "
+                               "(the guest's open_file still waits)"), "hcu's bound, not the guest's own wait"
+    assert "setup step 1 (open) failed" in report["error"] and "\n" not in report["error"]
+
+
 def test_a_getter_that_reads_nothing_fails_the_canary_though_it_was_evaluated(tmp_path: Path) -> None:
     task_id, tasks = synthetic(tmp_path, "hcu-strict-empty-getter",
                                [{"type": "execute", "parameters": {"command": ["true"]}}], {

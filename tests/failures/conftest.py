@@ -1,4 +1,4 @@
-"""Fixtures for the failure-semantics tests (issue 14): run_task as a process the test can watch and signal,
+"""Fixtures for the failure-semantics tests: run_task as a process the test can watch and signal,
 task files whose phases block, a guest image whose API never answers, and a gateway that never answers.
 
 Only the model (scripted policy) and the official guest (test desktop) are stand-ins; the runner, gateway,

@@ -1,4 +1,4 @@
-"""Item 2 (issue 14): broad handlers catch only what they expect. A missing or wrong prerequisite (KVM, an
+"""broad handlers catch only what they expect. A missing or wrong prerequisite (KVM, an
 image, a binary, an artifact, a task file, an asset an offline cache lacks, an image smaller than volume_size)
 is a `configuration` failure: not retried, and run_task exits 2. A bug in hcu stays `runner`, never `guest`."""
 
@@ -40,7 +40,7 @@ def run_task(tmp_path: Path, *args: str) -> tuple[TaskResult, int, str]:
 def assert_configuration(result: TaskResult, code: int, log: str, words: str) -> None:
     assert (result.status, result.failure_classification, result.score) == ("error", "configuration", None), log
     assert words in result.failure_message, result.failure_message
-    assert code == 2, "item 3: run_task exits non-zero; 2 for a configuration error"
+    assert code == 2, "run_task exits non-zero; 2 for a configuration error"
     assert not policy_for("configuration").retry and policy_for("configuration").stop_queue
 
 

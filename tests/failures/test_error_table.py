@@ -57,7 +57,7 @@ def test_what_ends_a_phase_is_translated_once_by_the_phase_it_ends(error: BaseEx
 
 
 def test_an_interruption_is_no_exception_a_broad_handler_can_relabel() -> None:
-    """Item 1: `except Exception` on the way (readiness, setup, evaluation) lets it through."""
+    """`except Exception` on the way (readiness, setup, evaluation) lets it through."""
     assert not issubclass(Interrupted, Exception)
     with pytest.raises(Interrupted):
         try:
@@ -71,7 +71,7 @@ def test_an_interruption_is_no_exception_a_broad_handler_can_relabel() -> None:
     (None, "max_model_calls", 1.0, 0.0),
     (None, "timeout", 1.0, 0.0),
     ("evaluator", "completed", None, None),
-    ("evaluator", "max_model_calls", None, 0.0),  # item 14: the budget ended it; the evaluator's failure no matter
+    ("evaluator", "max_model_calls", None, 0.0),  # the budget ended it; the evaluator's failure no matter
     ("evaluator", "timeout", None, 0.0),
     ("upstream_rate_limit", "completed", None, None),
     ("interrupted", "max_model_calls", None, None),  # retried: the next attempt is the one scored
@@ -92,7 +92,7 @@ def stops():
 
 
 def test_a_stop_signal_interrupts_the_phases_but_waits_for_the_record(stops: StopSignals) -> None:
-    """Item 1: while phases run, SIGTERM raises Interrupted; while the result is recorded it is held (so
+    """while phases run, SIGTERM raises Interrupted; while the result is recorded it is held (so
     result.json is always written), and it still interrupts an attempt that has not started its phases."""
     with pytest.raises(Interrupted, match="SIGTERM"), stops.armed():
         os.kill(os.getpid(), signal.SIGTERM)

@@ -1,4 +1,4 @@
-"""The gateway during the agent phase (issue 14 items 5 and 6): a restart on the same token log does not end
+"""The gateway during the agent phase: a restart on the same token log does not end
 the task, and a rate-limit wait still in progress extends the timeout."""
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def counted_rows(token_log: Path, scope: str) -> list[dict]:
 
 
 def test_a_gateway_restart_mid_agent_phase_does_not_end_the_task(start_task: StartFn, tmp_path: Path) -> None:
-    """Item 5: the gateway is stopped while the agent's first tool runs, the runner sees it away (and tolerates
+    """the gateway is stopped while the agent's first tool runs, the runner sees it away (and tolerates
     it), then it starts again on the same port and token log; the task completes and its usage is complete."""
     host = bridge_address()
     port = free_port(host)
@@ -68,7 +68,7 @@ def test_a_gateway_restart_mid_agent_phase_does_not_end_the_task(start_task: Sta
 
 
 def test_a_rate_limit_wait_in_progress_extends_the_timeout(start_task: StartFn, tmp_path: Path) -> None:
-    """Item 6: the first generation is rate-limited with a 50 s retry-after, longer than the 40 s timeout. The
+    """the first generation is rate-limited with a 50 s retry-after, longer than the 40 s timeout. The
     wait still running when the timeout passes counts toward it (the reference: waiting never truncates a
     task), so the agent finishes the task; counting only finished waits would stop it mid-wait."""
     throttled = policy(RENAME_MATCH, RENAME_STEPS,

@@ -1,5 +1,5 @@
-"""How the agent phase reads the gateway (issue 14): absence tolerated for a bounded time (item 5), the
-rate-limit wait in progress counted (item 6), a turn's end judged from the gateway's rows (item 8). The clock
+"""How the agent phase reads the gateway: absence tolerated for a bounded time, the
+rate-limit wait in progress counted, a turn's end judged from the gateway's rows. The clock
 is injected; the gateway that does not answer is a closed port."""
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def closed_port() -> int:
 
 
 def test_the_gateway_may_be_away_for_gateway_away_seconds() -> None:
-    """Item 5: a missed poll or a restart is tolerated; only an absence longer than the bound ends the attempt."""
+    """a missed poll or a restart is tolerated; only an absence longer than the bound ends the attempt."""
     time = FakeTime()
     watch = GatewayWatch(f"http://127.0.0.1:{closed_port()}", "run.task.a1", away_sec=60, clock=time.clock())
     assert watch.poll() is None
@@ -43,7 +43,7 @@ def test_the_gateway_may_be_away_for_gateway_away_seconds() -> None:
 
 
 def test_a_wait_in_progress_counts_from_the_poll_that_saw_it() -> None:
-    """Item 6: the gateway adds a wait to rate_limit_wait_sec only when it ends; the running one counts too."""
+    """the gateway adds a wait to rate_limit_wait_sec only when it ends; the running one counts too."""
     waits = RateLimitWaits()
     assert waits.seconds(TaskStateView(task="t", rate_limit_wait_sec=5.0, rate_limit_waits=1), now=100) == 5.0
     waiting = TaskStateView(task="t", rate_limit_wait_sec=5.0, rate_limit_waits=1, waiting_now=True)
@@ -63,7 +63,7 @@ def row(task: str, at: float, outcome: str) -> bytes:
 
 
 def test_how_a_turn_ended_upstream_is_the_gateways_last_row(tmp_path: Path) -> None:
-    """Item 8: the last generation of the scope since the turn began, as the gateway logged it."""
+    """the last generation of the scope since the turn began, as the gateway logged it."""
     log = tmp_path / "tokens.jsonl"
     log.write_bytes(row("s.a1", 10, "rate_limited") + row("s.a1", 20, "success") + row("other.a1", 21, "failed")
                     + row("s.a1", 22, "rate_limited") + row("s.a1", 23, "free"))

@@ -1,4 +1,4 @@
-"""Item 1 (issue 14): a stop signal is never an evaluator, setup or guest failure. SIGTERM in each phase (boot,
+"""a stop signal is never an evaluator, setup or guest failure. SIGTERM in each phase (boot,
 setup, probe, agent, evaluate) ends the attempt as interrupted infrastructure (retried by the queue, never
 scored); result.json is written and the guest removed. Each phase is held open by something that blocks (a
 guest API that never answers, a ten-minute setup or postconfig step, a gateway that never answers, a model
@@ -25,7 +25,7 @@ def interrupt_in(task: StartedTask, phase: str) -> TaskResult:
     result, code = task.finish()
     assert (result.status, result.failure_classification, result.score) == ("error", "interrupted", None), \
         task.log()[-3000:]
-    assert code == 1, "run_task exits non-zero on an error (item 3)"
+    assert code == 1, "run_task exits non-zero on an error"
     policy = policy_for(result.failure_classification)
     assert policy.retry and not policy.scored
     ended = {p.name: p for p in result.phases}

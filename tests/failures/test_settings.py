@@ -1,4 +1,4 @@
-"""The reference's keys and a standalone run's identity (issue 14 items 10, 11, 12, 13, 16): pure logic."""
+"""The reference's keys and a standalone run's identity: pure logic."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def config_at(tmp_path: Path, **body) -> object:
 
 
 def test_two_standalone_runs_of_one_task_share_nothing() -> None:
-    """Item 16: each standalone run_task gets a run id of its own, hence its own gateway scope (a fresh
+    """each standalone run_task gets a run id of its own, hence its own gateway scope (a fresh
     budget), container, volume and port names, and result folder; the queue's runs keep the id it passes."""
     first, second = parse_options(STANDALONE), parse_options(STANDALONE)
     ids = [AttemptId(run_id=o.run_id, task_id=o.task_id, attempt=o.attempt) for o in (first, second)]
@@ -39,7 +39,7 @@ def test_two_standalone_runs_of_one_task_share_nothing() -> None:
 
 
 def test_max_model_calls_0_is_no_budget_everywhere(tmp_path: Path) -> None:
-    """Item 10: 0 goes through the flag, the config, the runner's command line and the dry run's gateway flags."""
+    """0 goes through the flag, the config, the runner's command line and the dry run's gateway flags."""
     assert parse_options([*STANDALONE, "--max-model-calls", "0"]).max_model_calls == 0
     config = config_at(tmp_path, max_model_calls=0)
     assert "--max-model-calls 0" in " ".join(runner_args(config, config.tasks[0], 1, tmp_path / "r"))
@@ -63,7 +63,7 @@ def test_the_limits_are_config_keys_and_flags(tmp_path: Path) -> None:
 @pytest.mark.parametrize("key, value", [("ram_size", "0G"), ("ram_size", "8192"), ("ram_size", 8),
                                         ("volume_size", 0), ("settle_seconds", -1), ("gateway_away_seconds", -1)])
 def test_guest_and_limit_fields_are_checked_when_the_config_loads(tmp_path: Path, key: str, value: object) -> None:
-    """Item 12: a value no guest can boot with is refused at load, in one line naming the key."""
+    """a value no guest can boot with is refused at load, in one line naming the key."""
     with pytest.raises(ConfigError) as refused:
         config_at(tmp_path, **{key: value})
     assert f"{key}:" in str(refused.value) and "\n" not in str(refused.value)

@@ -103,7 +103,7 @@ def test_a_gateway_with_another_scope_key_stops_the_queue(make_panel, tmp_path) 
 
 
 def test_a_gateway_without_a_budget_matches_a_config_without_one(make_panel, tmp_path) -> None:
-    """Item 10 (issue 14): max_model_calls 0 = no budget in the config and at the gateway, so the queue's budget
+    """max_model_calls 0 = no budget in the config and at the gateway, so the queue's budget
     check lets it launch."""
     panel = make_panel(TASKS, max_model_calls=0)
     proc, url = start_gateway(tmp_path, "--max-requests-per-task", "0", "--scope-key-file",

@@ -78,7 +78,7 @@ def test_infrastructure_failures_are_set_aside_and_rerun(make_panel):
 
 
 def test_a_configuration_failure_stops_launches_and_says_why_in_one_line(make_panel):
-    """Item 2 (issue 14): a configuration or prerequisite failure is not retried; the queue launches nothing
+    """a configuration or prerequisite failure is not retried; the queue launches nothing
     more, lets what runs finish, and says why in one line. Started again (the cause fixed), it runs the rest."""
     missing = {"status": "error", "score": None, "failure_classification": "configuration",
                "failure_message": "guest image /images/osworld.qcow2: no such file"}

@@ -168,7 +168,7 @@ def test_not_a_run_directory_is_one_line_exit_2(tmp_path: Path):
 
 
 def test_budget_or_timeout_scores_zero_even_when_the_evaluator_then_failed(tmp_path: Path):
-    """Item 14 (issue 14): the budget or the timeout decided the task; an evaluator error after it is still 0."""
+    """the budget or the timeout decided the task; an evaluator error after it is still 0."""
     results = {"a": ok(1.0),
                "b": {"status": "evaluator_error", "failure_classification": "evaluator", "score": 0.0,
                      "termination_reason": "max_model_calls"},
@@ -181,7 +181,7 @@ def test_budget_or_timeout_scores_zero_even_when_the_evaluator_then_failed(tmp_p
 
 
 def test_attempts_per_class_and_what_retried_attempts_spent(tmp_path: Path):
-    """Item 17 and the issue's "done when" (issue 14): per class, how many attempts ended there (tasks/ and
+    """per class, how many attempts ended there (tasks/ and
     retries/); the tokens and model calls of retried attempts next to the scored ones'."""
     usage = {"model_calls": 4, "input_tokens": 400, "output_tokens": 40, "fully_accounted": True}
     results = {"a": ok(1.0, usage=usage), "b": {"status": "error", "failure_classification": "upstream_error"},

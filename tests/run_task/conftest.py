@@ -65,7 +65,7 @@ RunFn = Callable[..., TaskRun]
 
 
 def expected_exit_status(result: TaskResult) -> int:
-    """run_task's exit status for a result (issue 14 item 3): 0 only for a completed attempt."""
+    """run_task's exit status for a result 0 only for a completed attempt."""
     return 0 if result.status == "completed" else policy_for(result.failure_classification).exit_status
 
 

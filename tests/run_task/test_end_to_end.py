@@ -29,12 +29,12 @@ def test_policy_that_solves_the_task_scores_one(agent: str, run_task: RunFn) -> 
     assert (r.status, r.score, r.termination_reason, r.protocol_word) == (
         "completed", 1.0, "completed", "TASK_COMPLETE"), run.log[-2000:]
     assert [p.name for p in r.phases] == PHASES and all(p.status == "ok" for p in r.phases)
-    assert r.settle_seconds == 1, "item 13 (issue 14): the guest settles before evaluation, recorded"
+    assert r.settle_seconds == 1, "the guest settles before evaluation, recorded"
     counted = [row for row in run.token_rows() if row["counted"]]
     assert r.usage is not None and r.usage.model_calls == len(counted) >= len(RENAME_STEPS) + 1
     assert r.usage.fully_accounted and r.usage.output_tokens > 0
     assert all(row["task"] == run.scope for row in run.token_rows())
-    assert run.scope == f"{r.run_id}.{RENAME_TASK}.a1", "item 16 (issue 14): the scope is the run's own"
+    assert run.scope == f"{r.run_id}.{RENAME_TASK}.a1", "the scope is the run's own"
     for name in ("final-before-eval.png", "final-after-eval.png", "meta.json", "agent.jsonl", "attempt.json"):
         assert (run.result_dir / name).is_file(), name
 

@@ -42,7 +42,7 @@ def test_a_hanging_model_ends_at_the_no_progress_limit(run_task: RunFn) -> None:
     run = run_task("codex", RENAME_TASK, {"hangs": hangs}, extra_args=["--no-progress-seconds", "25"])
     r = run.result
     assert (r.status, r.termination_reason, r.score) == ("completed", "timeout", 0.0), run.log[-2000:]
-    assert r.termination_detail == "no_progress", "item 11 (issue 14): the no-progress stop is recorded as such"
+    assert r.termination_detail == "no_progress", "the no-progress stop is recorded as such"
     agent = read_record(run.result_dir / "meta.json", AttemptMeta).agent
     assert agent.failure_message == "agent stopped by the no progress limit", agent
 
@@ -90,7 +90,7 @@ def test_isolation_and_no_credential_in_the_guest(run_task: RunFn, planted_image
 
 
 def test_upstream_failures_end_the_attempt_as_an_upstream_error_without_a_resume_message(run_task: RunFn) -> None:
-    """Item 9 (issue 14): a CLI that exits after upstream failures ends the attempt as an upstream error
+    """a CLI that exits after upstream failures ends the attempt as an upstream error
     (retried by the queue, never scored); no "continue" message is injected into its conversation."""
     broken = policy(RENAME_MATCH, RENAME_STEPS, faults=[{"kind": "http", "status": 500}])
     run = run_task("codex", RENAME_TASK, {"broken": broken})

@@ -85,7 +85,7 @@ def test_a_deadline_kills_the_osworld_process_and_everything_it_started(tmp_path
                  cache_dir=str(tmp_path / "cache"), client_password="pw", offline=True)
     try:
         pid = process.hello["pid"]
-        with pytest.raises(OSWorldCodeError, match="slow setup exceeded its 2 s deadline") as caught:
+        with pytest.raises(OSWorldCodeError, match="slow setup: exceeded its 2 s deadline") as caught:
             process.call("v2_setup", {"task_id": "slow", "tasks_dir": str(tmp_path / "tasks")}, deadline_sec=2,
                          what="slow setup")
         assert caught.value.kind == "deadline"

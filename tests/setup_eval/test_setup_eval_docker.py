@@ -10,9 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from hcu.osworld.errors import EvaluatorError, SetupError
+from hcu.osworld.attempt.failures import translate
+from hcu.osworld.errors import EvaluatorError
 from hcu.osworld.osworld_bridge.assets import AssetCache
 from hcu.osworld.osworld_bridge.evaluate import evaluate
+from hcu.osworld.osworld_bridge.process import OSWorldCodeError
 from hcu.osworld.osworld_bridge.setup import SetupStepError, run_setup
 from hcu.osworld.tasks import load_task
 from tests.official_tasks import official_task
@@ -75,9 +77,10 @@ def test_an_evaluator_crash_is_an_evaluator_error_not_a_zero(
     raw["evaluator"]["expected"] = {"type": "rule"}  # get_rule reads config["rules"]: KeyError inside OSWorld
     write_task(tmp_path / "tasks", "os", raw)
     task = load_task("v1", RENAME_TASK, tasks_dir=tmp_path / "tasks")
-    with pytest.raises(EvaluatorError) as caught:
+    with pytest.raises(OSWorldCodeError) as caught:
         score_in(osworld, task, tmp_path, None)
-    assert "KeyError: 'rules'" in str(caught.value) and caught.value.classification == "evaluator"
+    failure = translate(caught.value, "evaluator")
+    assert "KeyError: 'rules'" in failure.message and failure.classification == "evaluator"
 
 
 @pytest.mark.parametrize(("domain", "task_id", "missing", "what"), [
@@ -120,7 +123,7 @@ def test_a_failed_step_names_its_index_type_and_parameters_without_the_password(
     with pytest.raises(SetupStepError) as caught:
         setup_in(osworld, task, tmp_path)
     message = str(caught.value)
-    assert isinstance(caught.value, SetupError) and "\n" not in message
+    assert translate(caught.value, "setup").classification == "setup" and "\n" not in message
     assert message.startswith("setup step 1 (no_such_step) failed: AssertionError"), message
     assert message.endswith('parameters: {"path":"/tmp/x"}')
     first, second = caught.value.records

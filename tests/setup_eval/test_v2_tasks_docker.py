@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from hcu.osworld.errors import EvaluatorError
+from hcu.osworld.attempt.failures import translate
 from hcu.osworld.osworld_bridge.assets import AssetCache
 from hcu.osworld.osworld_bridge.evaluate import evaluate
+from hcu.osworld.osworld_bridge.process import OSWorldCodeError
 from hcu.osworld.osworld_bridge.setup import SetupStepError, run_setup
 from hcu.osworld.tasks import load_task
 
@@ -75,5 +76,6 @@ def test_offline_assets_refuse_a_fetch_by_the_tasks_own_code(osworld, tmp_path: 
 def test_a_v2_evaluate_that_raises_is_an_evaluator_error(osworld, tmp_path: Path) -> None:
     task = load_task("v2", "901", tasks_dir=V2_TASKS)
     broken = task.model_copy(update={"id": "no-such-task"})  # the OSWorld process cannot find its class
-    with pytest.raises(EvaluatorError, match="V2 task no-such-task not found"):
+    with pytest.raises(OSWorldCodeError, match="V2 task no-such-task not found") as caught:
         score_v2(osworld, broken, tmp_path)
+    assert translate(caught.value, "evaluator").classification == "configuration", "a task file that is missing"

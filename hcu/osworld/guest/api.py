@@ -5,7 +5,7 @@ Request and response shapes follow the official server. Only the endpoints hcu i
 test desktop serves every endpoint the official server has. One `_request()` applies the timeout, the retry
 policy and the error mapping; every endpoint is a one-liner over it.
 
-Retry policy (ten-problems #6): a read may be retried on a transient failure (connection error, timeout,
+Retry policy: a read may be retried on a transient failure (connection error, timeout,
 502/503/504). A command that might have run (execute, launch, upload) is retried only when the request
 provably never left this host (connection refused, connect timeout); once it may have reached the guest, a
 failure is raised as it is.

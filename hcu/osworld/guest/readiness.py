@@ -1,4 +1,4 @@
-"""Readiness of a booting guest, gated and timed step by step (ten-problems #2 and #5).
+"""Readiness of a booting guest, gated and timed step by step.
 
 Each probe asks the guest to do something real (answer, paint, sudo) and fails fast when the container exits
 instead of waiting out the boot deadline.

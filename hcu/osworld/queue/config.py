@@ -138,8 +138,8 @@ class ExecutorKeys(Settings):
 
 
 class RunConfig(ExecutorKeys, AttemptSettings):
-    """A panel run: the attempt settings its tasks share, plus the panel's own keys (OSWORLD.md "Run a
-    panel"). Paths are relative to the config file."""
+    """A panel run: the attempt settings its tasks share, plus the panel's own keys. Paths are relative to the
+    config file."""
 
     run_id: str | None = Field(default=None, pattern=SAFE_NAME)
     """Run directory name; defaults to the config file name without .json."""

@@ -1,10 +1,10 @@
 """One row per repeat of every config task (`tasks/<task>/`, `tasks/<task>.r<n>/`), read from a run directory,
 with the reference's scoring rules applied.
 
-Rules (OSWORLD.md "Read results", applied through the error table `hcu.osworld.errors`): the denominator is
-every repeat of every task in the config; an attempt that ended on the budget or the timeout scores 0 even if
-the evaluator passed it or then failed; one without a usable score (missing result, evaluator error, runner
-error, infrastructure failure) is withheld; tokens count only when the gateway accounted for every generation.
+Rules (applied through the error table `hcu.osworld.errors`): the denominator is every repeat of every task in
+the config; an attempt that ended on the budget or the timeout scores 0 even if the evaluator passed it or then
+failed; one without a usable score (missing result, evaluator error, runner error, infrastructure failure) is
+withheld; tokens count only when the gateway accounted for every generation.
 """
 
 from __future__ import annotations

@@ -1,0 +1,75 @@
+"""What the pages say, read from their HTML: the repeat figures, a stale summary, a screenshot path that leaves
+its attempt, a run still in progress, the recording (served in ranges, as a video player asks for it)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import orjson
+from aiohttp import ClientSession
+from aiohttp.test_utils import TestServer
+
+from hcu.osworld.view.data import RunData
+from hcu.osworld.view.links import ServedLinks
+from hcu.osworld.view.server import make_app
+from hcu.osworld.view.site import Site
+from hcu.record_io import write_json
+from tests.view.sample_run import Attempt, SampleRun, build_run
+
+LINKS = ServedLinks()
+
+
+def table_rows(html: str, table_id: str) -> list[dict]:
+    """The rows a page ships for one of its tables (viewer.js lists them)."""
+    start = html.index(f'<script type="application/json" id="{table_id}-rows">')
+    payload = html[html.index(">", start) + 1:html.index("</script>", start)]
+    return orjson.loads(payload)
+
+
+def test_the_run_page_shows_repeats_cost_and_every_attempt(sample: SampleRun) -> None:
+    html = Site(RunData(sample.run_dir)).index(LINKS)
+    assert "k = 2" in html and "pass^k" in html and "run-to-run sd" in html and "$1.25" in html
+    rows = table_rows(html, "tasks")
+    assert [row["d"]["task"] for row in rows] == [a.task_id for a in sample.attempts]
+    assert all(f'href="/tasks/{a.key}"' in row["h"] for row, a in zip(rows, sample.attempts, strict=True))
+    assert "summary/summary.json" not in html, "a current summary: no staleness warning"
+
+
+def test_a_summary_older_than_a_result_is_flagged(tmp_path: Path) -> None:
+    sample = build_run(tmp_path, "stale", [Attempt("t-1", "pass")])
+    summary = sample.run_dir / "summary" / "summary.json"
+    os.utime(summary, (1_700_000_000, 1_700_000_000))
+    assert "is older than the newest result" in Site(RunData(sample.run_dir)).index(LINKS)
+
+
+def test_a_screenshot_path_leaving_its_attempt_is_not_linked(tmp_path: Path) -> None:
+    sample = build_run(tmp_path, "escape", [Attempt("t-1", "pass", steps=1)])
+    path = sample.run_dir / "tasks" / "t-1" / "trajectory.json"
+    body = orjson.loads(path.read_bytes())
+    body["steps"][1]["observation"]["results"][0]["extra"]["screenshot"] = "../../config.json"
+    write_json(path, body)
+    html = Site(RunData(sample.run_dir)).attempt("this", "tasks", "t-1", LINKS)
+    assert html is not None and "leaves the attempt folder" in html and "/files/config.json" not in html
+
+
+def test_a_run_in_progress_opens(tmp_path: Path) -> None:
+    sample = build_run(tmp_path, "live", [Attempt("t-1", "no_result"), Attempt("t-2", "pass")])
+    shutil.rmtree(sample.run_dir / "summary")
+    site = Site(RunData(sample.run_dir))
+    assert "live tally" in site.index(LINKS)
+    html = site.attempt("this", "tasks", "t-1", LINKS)
+    assert html is not None and "last phase" in html and "agent" in html
+
+
+async def test_the_recording_is_offered_and_served_in_ranges(sample: SampleRun) -> None:
+    key = next(a.key for a in sample.attempts if a.outcome == "pass")
+    async with TestServer(make_app(Site(RunData(sample.run_dir))), host="127.0.0.1") as server, \
+            ClientSession() as session:
+        base = f"http://127.0.0.1:{server.port}"
+        async with session.get(f"{base}/tasks/{key}") as response:
+            assert f'<video controls preload="metadata" src="/files/tasks/{key}/recording.mp4"' in await response.text()
+        async with session.get(f"{base}/files/tasks/{key}/recording.mp4", headers={"Range": "bytes=0-7"}) as response:
+            assert response.status == 206 and response.headers["Content-Type"] == "video/mp4"
+            assert await response.read() == (sample.run_dir / "tasks" / key / "recording.mp4").read_bytes()[:8]
