@@ -70,8 +70,8 @@ def main() -> None:
           f"files (tasks/ and retries/): {baseline:.3f} s; ratio {took / baseline:.2f}x")
     print(f"  score {summary['score']} (lower bound {summary['lower_bound']:.4f}), pass@{summary['repeats']} "
           f"{summary['pass_at_k']}, run-to-run sd {summary['run_to_run_sd']:.4f}, task-list sd "
-          f"{summary['task_list_sd']:.4f}, cluster bootstrap {summary['ci95_cluster_bootstrap']['low']:.4f}-"
-          f"{summary['ci95_cluster_bootstrap']['high']:.4f}, cost {summary['cost_usd']['run']:.2f} USD")
+          f"{summary['task_list_sd']:.4f}, cluster bootstrap {summary['cluster_bootstrap_ci95']['low']:.4f}-"
+          f"{summary['cluster_bootstrap_ci95']['high']:.4f}, cost {summary['cost_usd']:.2f} USD")
 
 
 if __name__ == "__main__":

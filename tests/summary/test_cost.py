@@ -128,13 +128,12 @@ def test_the_summary_gives_cost_per_task_retried_apart_and_per_valid_result(tmp_
                       "cost_usd": 1.0}]}
     run_dir = make_repeat_run(tmp_path, "cost", results, retries=retries, prices=prices)
     s = summarize(run_dir)
-    cost = s["cost_usd"]
-    assert cost["per_task"] == {"a": 2.0, "b": 2.25, "c": 0.75}
-    assert (cost["scored_attempts"], cost["retried_attempts"], cost["run"]) == (5.0, 1.0, 6.0)
-    assert cost["unknown_attempts"] == 0 and cost["note"] == "at the config's prices for gpt-5.5"
+    assert {row["task_id"]: row["cost_usd"] for row in s["per_task"]} == {"a": 2.0, "b": 2.25, "c": 0.75}
+    assert (s["cost_usd"], s["retried"]["cost_usd"]) == (6.0, 1.0)
     assert s["valid"] == 4 and s["cost_per_valid_result_usd"] == pytest.approx(6.0 / 4)
     md = (run_dir / "summary" / "summary.md").read_text()
-    assert "$6.00: scored attempts $5.00, retried $1.00; per valid result $1.50" in md
+    assert ("| Cost (at the config's prices for gpt-5.5) | $6.00: scored attempts $5.00, retried $1.00; per valid "
+            "result $1.50 |") in md
     rows = (run_dir / "summary" / "tasks.csv").read_text().splitlines()
     assert rows[0].endswith(",cost_usd,task_mean,task_repeats_scored") and rows[1].startswith("a,1,")
     assert rows[1].endswith(",1.5,0.5,2") and rows[6].startswith("c,2,") and ",missing," in rows[6]
@@ -143,7 +142,9 @@ def test_the_summary_gives_cost_per_task_retried_apart_and_per_valid_result(tmp_
 def test_one_unknown_attempt_makes_the_sums_it_is_in_unknown(tmp_path: Path):
     prices = {"gpt-5.5": {"input_usd_per_mtok": 1, "cached_input_usd_per_mtok": 0.1, "output_usd_per_mtok": 4}}
     results = {"a": [ok(1.0, cost_usd=1.0), ok(1.0)], "b": [ok(0.0, cost_usd=2.0), ok(1.0, cost_usd=2.0)]}
-    s = summarize(make_repeat_run(tmp_path, "unknown", results, prices=prices))
-    cost = s["cost_usd"]
-    assert cost["per_task"] == {"a": None, "b": 4.0} and cost["run"] is None and cost["unknown_attempts"] == 1
-    assert s["cost_per_valid_result_usd"] is None and cost["note"].startswith("unknown: 1 attempts have no cost")
+    run_dir = make_repeat_run(tmp_path, "unknown", results, prices=prices)
+    s = summarize(run_dir)
+    assert {row["task_id"]: row["cost_usd"] for row in s["per_task"]} == {"a": None, "b": 4.0}
+    assert s["cost_usd"] is None and s["cost_per_valid_result_usd"] is None and s["retried"]["cost_usd"] == 0.0
+    assert "| Cost | unknown: 1 attempts have no cost (a model without a price" in (
+        run_dir / "summary" / "summary.md").read_text()

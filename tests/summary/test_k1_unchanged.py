@@ -20,15 +20,23 @@ def rows(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
+def changed_values(before: object, now: object, where: str = "") -> list[str]:
+    """Where `now` lost or changed a value `before` had (keys `now` adds are not changes)."""
+    if isinstance(before, dict) and isinstance(now, dict):
+        return [change for key, value in before.items()
+                for change in changed_values(value, now.get(key, KeyError), f"{where}.{key}")]
+    return [] if before == now else [f"{where}: {before!r} -> {now!r}"]
+
+
 def test_a_run_directory_from_before_repeats_summarizes_unchanged(tmp_path: Path):
     run_dir = make_k1_run(tmp_path)
     summary = summarize(run_dir)
     before = orjson.loads((DATA / "k1-summary.json").read_bytes())
-    changed = {key: (value, summary.get(key)) for key, value in before.items() if summary.get(key) != value}
-    assert changed == {}
+    assert changed_values(before, summary) == []
     assert set(summary) - set(before) == {"repeats", "repeat_policy", "per_task", "pass_at_k", "pass_hat_k",
-                                          "run_to_run_sd", "task_list_sd", "ci95_cluster_bootstrap", "cost_usd",
+                                          "run_to_run_sd", "task_list_sd", "cluster_bootstrap_ci95", "cost_usd",
                                           "cost_per_valid_result_usd"}
+    assert set(summary["retried"]) - set(before["retried"]) == {"cost_usd"}
     now = rows(run_dir / "summary" / "tasks.csv")
     then = rows(DATA / "k1-tasks.csv")
     assert [{key: row[key] for key in then[0]} for row in now] == then
@@ -41,12 +49,12 @@ def test_what_repeats_add_reads_as_one_repeat_per_task(tmp_path: Path):
     assert summary["run_to_run_sd"] is None, "one repeat per task cannot tell run-to-run noise apart"
     per_task = {row["task_id"]: row for row in summary["per_task"]}
     assert per_task["a"] == {"task_id": "a", "domain": "os", "repeats_scored": 1, "mean": 1.0, "successes": 1,
-                             "pass_at_k": 1.0, "pass_hat_k": 1.0}
+                             "pass_at_k": 1.0, "pass_hat_k": 1.0, "cost_usd": None}
     assert per_task["g"]["repeats_scored"] == 0 and per_task["g"]["pass_at_k"] is None
     assert summary["pass_at_k"] is None, "withheld tasks leave pass@1 withheld like the score"
-    assert summary["cost_usd"]["run"] is None and summary["cost_per_valid_result_usd"] is None
-    assert summary["cost_usd"]["note"] == "unknown: the config has no prices"
-    assert summary["ci95_cluster_bootstrap"]["of"] == "lower_bound"
+    assert summary["cost_usd"] is None and summary["cost_per_valid_result_usd"] is None
+    assert summary["retried"]["cost_usd"] is None
+    assert summary["cluster_bootstrap_ci95"]["of"] == "lower_bound"
     md = (tmp_path / "k1-legacy" / "summary" / "summary.md").read_text()
     assert "| Score (mean of 1 repeat; denominator: all 10 config tasks) | **withheld**" in md
     assert "| Cost | unknown: the config has no prices |" in md

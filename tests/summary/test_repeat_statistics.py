@@ -37,7 +37,7 @@ def test_pass_at_k_over_a_run_of_three_repeats(tmp_path: Path):
     assert (s["repeats"], s["score"]) == (3, pytest.approx((2 / 3 + 0 + 1) / 3))
     rows = {row["task_id"]: row for row in s["per_task"]}
     assert rows["a"] == {"task_id": "a", "domain": "unknown", "repeats_scored": 3, "mean": pytest.approx(2 / 3),
-                         "successes": 2, "pass_at_k": 1.0, "pass_hat_k": 0.0}
+                         "successes": 2, "pass_at_k": 1.0, "pass_hat_k": 0.0, "cost_usd": None}
     assert (rows["b"]["pass_at_k"], rows["c"]["pass_hat_k"]) == (0.0, 1.0)
     assert s["pass_at_k"] == pytest.approx(2 / 3) and s["pass_hat_k"] == pytest.approx(1 / 3)
     assert s["binary_successes"] == 5 and s["binary_rate"] == pytest.approx(5 / 9)
@@ -111,7 +111,7 @@ def test_the_run_interval_resamples_tasks_with_their_repeats(tmp_path: Path):
     s = summarize(make_repeat_run(tmp_path, "boot", results))
     means = [(i % 2 + (i % 3 == 0) + 1) / 3 for i in range(12)]
     expected = cluster_bootstrap(means)
-    boot = s["ci95_cluster_bootstrap"]
+    boot = s["cluster_bootstrap_ci95"]
     assert (boot["low"], boot["high"], boot["of"]) == (expected.low, expected.high, "score")
     assert boot["low"] < s["score"] < boot["high"] and boot["seed"] and boot["resamples"] == 10_000
     assert s["ci95"] == {"method": "cluster bootstrap", "low": expected.low, "high": expected.high, "of": "score"}

@@ -9,7 +9,7 @@ were unknown and why that can be.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from dataclasses import dataclass
 
 from hcu.osworld.queue.config import RunConfig
 from hcu.osworld.summary.repeats import TaskScores
@@ -28,9 +28,21 @@ def _ran(rows: Iterable[AttemptRow]) -> list[AttemptRow]:
     return [row for row in rows if row.ran]
 
 
-def cost_summary(config: RunConfig, tasks: Sequence[TaskScores], retried: Sequence[RetriedAttempt],
-                 valid_attempts: int) -> dict[str, Any]:
-    """summary.json's `cost_usd` and `cost_per_valid_result_usd`."""
+@dataclass(frozen=True)
+class CostFigures:
+    """What the run cost, as summary.json carries it: `cost_usd` (the run: every attempt, retries included),
+    `retried.cost_usd` (attempts set aside under retries/: never scored, paid for), `cost_usd` in each `per_task`
+    row (the task's scored repeats) and `cost_per_valid_result_usd`; `note` says at which prices, or why unknown."""
+
+    run: float | None
+    retried: float | None
+    per_task: dict[str, float | None]
+    per_valid_result: float | None
+    note: str
+
+
+def cost_figures(config: RunConfig, tasks: Sequence[TaskScores], retried: Sequence[RetriedAttempt],
+                 valid_attempts: int) -> CostFigures:
     scored = _ran(row for task in tasks for row in task.rows)
     unknown = sum(1 for row in scored if row.cost_usd is None) + sum(1 for r in retried if r.cost_usd is None)
     scored_usd, retried_usd = total(row.cost_usd for row in scored), total(r.cost_usd for r in retried)
@@ -42,8 +54,6 @@ def cost_summary(config: RunConfig, tasks: Sequence[TaskScores], retried: Sequen
                 "generation logged without its tokens, or a result written before costs were recorded)")
     else:
         note = f"at the config's prices for {', '.join(sorted(config.prices))}"
-    cost = {"run": run, "scored_attempts": scored_usd, "retried_attempts": retried_usd,
-            "per_task": {task.task_id: total(row.cost_usd for row in _ran(task.rows)) for task in tasks},
-            "unknown_attempts": unknown, "note": note}
+    per_task = {task.task_id: total(row.cost_usd for row in _ran(task.rows)) for task in tasks}
     per_result = run / valid_attempts if run is not None and valid_attempts else None
-    return {"cost_usd": cost, "cost_per_valid_result_usd": per_result}
+    return CostFigures(run, retried_usd, per_task, per_result, note)

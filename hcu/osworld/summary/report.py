@@ -45,27 +45,31 @@ def _duration(seconds: float | None) -> str:
 
 def _repeat_lines(s: dict[str, Any], repeated: bool) -> list[str]:
     """The variance terms always; pass@k, pass^k and the cluster bootstrap once tasks have repeats."""
-    k = s["repeats"]
-    lines = [f"| Run-to-run sd of the score (shrinks with repeats) | {points(s['run_to_run_sd'])}"
-             + (" (needs two repeats of a task)" if s["run_to_run_sd"] is None else "") + " |",
-             f"| Task-list sd of the score (which tasks are in the list) | {points(s['task_list_sd'])}"
-             + (" (one repeat: holds run-to-run noise too)" if s["run_to_run_sd"] is None else "") + " |"]
+    k, run_to_run, task_list = s["repeats"], s["run_to_run_sd"], s["task_list_sd"]
+    if task_list is None:
+        why = (" (needs two tasks with every repeat scored)", " (needs two tasks with every repeat scored)")
+    elif run_to_run is None:
+        why = (" (needs a task with two scored repeats)", " (no repeats to tell apart: holds run-to-run noise too)")
+    else:
+        why = ("", "")
+    lines = [f"| Run-to-run sd of the score (shrinks with repeats) | {points(run_to_run)}{why[0]} |",
+             f"| Task-list sd of the score (which tasks are in the list) | {points(task_list)}{why[1]} |"]
     if repeated:
-        lines += [f"| 95% interval, tasks resampled with their repeats | {interval(s['ci95_cluster_bootstrap'])} |",
+        lines += [f"| 95% interval, tasks resampled with their repeats | {interval(s['cluster_bootstrap_ci95'])} |",
                   f"| pass@{k} (at least one of {k} succeeds) | {pct(s['pass_at_k'])} |",
                   f"| pass^{k} (all {k} succeed) | {pct(s['pass_hat_k'])} |"]
     return lines
 
 
-def _cost_line(s: dict[str, Any]) -> str:
-    cost = s["cost_usd"]
-    if cost["run"] is None:
-        return f"| Cost | {cost['note']} |"
-    return (f"| Cost ({cost['note']}) | {usd(cost['run'])}: scored attempts {usd(cost['scored_attempts'])}, retried "
-            f"{usd(cost['retried_attempts'])}; per valid result {usd(s['cost_per_valid_result_usd'])} |")
+def _cost_line(s: dict[str, Any], note: str) -> str:
+    run, retried = s["cost_usd"], s["retried"]["cost_usd"]
+    if run is None:
+        return f"| Cost | {note} |"
+    return (f"| Cost ({note}) | {usd(run)}: scored attempts {usd(run - retried)}, retried {usd(retried)}; "
+            f"per valid result {usd(s['cost_per_valid_result_usd'])} |")
 
 
-def _headline(s: dict[str, Any], repeats: Sequence[int]) -> list[str]:
+def _headline(s: dict[str, Any], repeats: Sequence[int], cost_note: str) -> list[str]:
     n, phrase = s["tasks"], repeats_phrase(repeats)
     score = (f"**{pct(s['score'])}**" if s["score"] is not None else
              f"**withheld**: {s['withheld']} of {n} tasks lack a usable score for some repeat")
@@ -79,7 +83,7 @@ def _headline(s: dict[str, Any], repeats: Sequence[int]) -> list[str]:
         f"| Lower bound (withheld count as 0) | {pct(s['lower_bound'])} |",
         f"| Upper bound (withheld count as 1) | {pct(s['upper_bound'])} |",
         f"| Coverage (validly graded attempts) | {s['valid']}/{sum(repeats)} = {pct(s['coverage'])} |",
-        _cost_line(s),
+        _cost_line(s, cost_note),
         f"| Binary success (score 1.0) | {s['binary_successes']}/{sum(repeats)} = {pct(s['binary_rate_lower_bound'])}"
         f" ({interval(s['binary_ci95'])}) |",
         f"| Raw evaluator score sum | {s['raw_score_sum']:.3f} |",
@@ -163,8 +167,9 @@ def _disagreeing_repeats(s: dict[str, Any]) -> list[str]:
                             for row in mixed])
 
 
-def render_markdown(s: dict[str, Any], repeats: Sequence[int]) -> str:
-    """summary.md from summary.json's content; `repeats`: the repeats each config task asks for."""
+def render_markdown(s: dict[str, Any], repeats: Sequence[int], cost_note: str) -> str:
+    """summary.md from summary.json's content; `repeats`: the repeats each config task asks for; `cost_note`: at
+    which prices the cost is, or why it is unknown."""
     phrase = repeats_phrase(repeats)
     lines = [f"# Summary: {s['run_id']}", ""]
     if s["scripted_model"]:
@@ -172,7 +177,7 @@ def render_markdown(s: dict[str, Any], repeats: Sequence[int]) -> str:
     lines += [f"Agent {s['agent']}, model {s['model']} ({s['effort']}), OSWorld {s['benchmark_version']}. "
               f"Each task's score is the {phrase} (policy: {s['repeat_policy']}, never a best-of); retries of "
               "an attempt infrastructure broke are never scored.", ""]
-    lines += _headline(s, repeats) + _classes(s["attempts_by_class"])
+    lines += _headline(s, repeats, cost_note) + _classes(s["attempts_by_class"])
     lines += _group_table("domain", s["by_domain"], repeats) + _group_table("stratum", s["by_stratum"], repeats)
     lines += _disagreeing_repeats(s)
     if s["withheld_tasks"]:

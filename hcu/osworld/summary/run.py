@@ -19,3 +19,5 @@ class Run:
     rows: list[AttemptRow]
     tasks: list[TaskScores]
     summary: dict[str, Any]
+    cost_note: str
+    """At which prices the cost is, or why it is unknown (summary.md says it)."""

@@ -22,7 +22,7 @@ from pydantic import ValidationError
 from hcu.osworld.errors import LIMIT_TERMINATIONS, POLICIES, RETRY_POLICY, policy_for
 from hcu.osworld.queue.config import REPEAT_POLICY, RunConfig
 from hcu.osworld.summary.compare import compare
-from hcu.osworld.summary.cost import cost_summary
+from hcu.osworld.summary.cost import CostFigures, cost_figures
 from hcu.osworld.summary.repeats import (
     TaskScores,
     per_task,
@@ -120,33 +120,36 @@ def _withheld_reason(task: TaskScores) -> str:
     return "; ".join(f"repeat {row.repeat}: {row.withheld_reason}" for row in missing)
 
 
-def _repeat_figures(tasks: list[TaskScores], interval_of: str) -> dict[str, Any]:
-    """The keys repeats add: k, the policy, per-task rows, pass@k and pass^k, both variance terms, the cluster
-    bootstrap interval."""
+def _repeat_figures(tasks: list[TaskScores], interval_of: str, cost: CostFigures) -> dict[str, Any]:
+    """The keys repeats add: k, the policy, per-task rows (with their cost), pass@k and pass^k, both variance
+    terms, the cluster bootstrap interval."""
     k = run_k(tasks)
-    rows = per_task(tasks, k)
+    rows = [{**row, "cost_usd": cost.per_task[str(row["task_id"])]} for row in per_task(tasks, k)]
     terms = variance_terms(tasks)
     values = [task.mean if interval_of == "score" else task.lower for task in tasks]
     drawn = cluster_bootstrap(values)  # type: ignore[arg-type]
     return {"repeats": k, "repeat_policy": REPEAT_POLICY, "per_task": rows,
             "pass_at_k": run_pass(rows, "pass_at_k"), "pass_hat_k": run_pass(rows, "pass_hat_k"),
             "run_to_run_sd": terms.run_to_run_sd, "task_list_sd": terms.task_list_sd,
-            "ci95_cluster_bootstrap": {**drawn.as_dict(), "of": interval_of, "resamples": BOOTSTRAP_RESAMPLES,
+            "cluster_bootstrap_ci95": {**drawn.as_dict(), "of": interval_of, "resamples": BOOTSTRAP_RESAMPLES,
                                        "seed": BOOTSTRAP_SEED}}
 
 
-def summarize_rows(config: RunConfig, tasks: list[TaskScores], retried: list[RetriedAttempt]) -> dict[str, Any]:
+def summarize_rows(config: RunConfig, tasks: list[TaskScores], retried: list[RetriedAttempt],
+                   cost: CostFigures) -> dict[str, Any]:
     rows = [row for task in tasks for row in task.rows]
     overall = group_stats(tasks)
     of = "lower_bound" if overall["withheld"] else "score"
     repeated = any(task.repeats > 1 for task in tasks)
     zeroed = [row for row in rows if row.termination in LIMIT_TERMINATIONS and row.valid]
-    figures = _repeat_figures(tasks, of)
+    figures = _repeat_figures(tasks, of, cost)
+    spend = _spend(rows, retried)
+    spend["retried"]["cost_usd"] = cost.retried
     return {
         "run_id": config.run_id, "benchmark_version": config.benchmark_version, "agent": config.agent,
         "model": config.model, "effort": config.effort, "scripted_model": config.scripted_model,
         **overall,
-        "ci95": ({k: v for k, v in figures["ci95_cluster_bootstrap"].items() if k in ("method", "low", "high")}
+        "ci95": ({k: v for k, v in figures["cluster_bootstrap_ci95"].items() if k in ("method", "low", "high")}
                  if repeated else mean_interval([task.lower for task in tasks]).as_dict()) | {"of": of},
         "binary_ci95": mean_interval([task.successes / task.repeats for task in tasks]).as_dict(),
         "statuses": dict(Counter(row.status for row in rows)),
@@ -161,11 +164,11 @@ def summarize_rows(config: RunConfig, tasks: list[TaskScores], retried: list[Ret
         "attempts": sum(row.attempts for row in rows),
         "retried_tasks": sum(1 for task in tasks if any(row.attempts > 1 for row in task.rows)),
         "attempts_by_class": attempts_by_class(rows, retried),
-        **_spend(rows, retried),
+        **spend,
         "by_domain": _grouped(tasks, "domain"), "by_stratum": _grouped(tasks, "stratum"),
         "retry_policy": RETRY_POLICY,
         **figures,
-        **cost_summary(config, tasks, retried, overall["valid"]),
+        "cost_usd": cost.run, "cost_per_valid_result_usd": cost.per_valid_result,
     }
 
 
@@ -189,7 +192,8 @@ def load_run(run_dir: Path) -> Run:
         raise SummaryError(f"{run_dir}: {len(made_with_stand_ins)} result(s) were made with stand-in assets "
                            f"(generated task files, e.g. task {made_with_stand_ins[0]}): not a scored run")
     tasks = task_scores(config, rows)
-    return Run(run_dir, config, rows, tasks, summarize_rows(config, tasks, retried))
+    cost = cost_figures(config, tasks, retried, sum(len(task.scores) for task in tasks))
+    return Run(run_dir, config, rows, tasks, summarize_rows(config, tasks, retried, cost), cost.note)
 
 
 def write_csv(path: Path, run: Run) -> None:
@@ -213,5 +217,5 @@ def summarize(run_dir: Path, compare_dir: Path | None = None, rerun_discordant: 
     write_csv(out / "tasks.csv", run)
     write_json(out / "summary.json", run.summary)
     repeats = [run.config.repeats_of(task) for task in run.config.tasks]
-    write_atomic(out / "summary.md", render_markdown(run.summary, repeats).encode())
+    write_atomic(out / "summary.md", render_markdown(run.summary, repeats, run.cost_note).encode())
     return run.summary
