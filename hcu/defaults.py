@@ -66,6 +66,16 @@ class GuestDefaults(BaseModel):
     test_desktop_image: str = "hcu-test-desktop:latest"
     """The locally built stand-in (`make test-desktop`)."""
     boot_timeout_sec: float = 300.0
+    memory_overhead: str = "512M"
+    """What the official image needs beyond RAM_SIZE: it exits 17 when RAM_SIZE plus 500 MB exceeds the host's
+    available memory."""
+    memory_margin: str = "512M"
+    """Kept free on top of every guest's need, for the host's own processes and for the image's second check
+    just before QEMU starts."""
+    test_desktop_memory: str = "1G"
+    """What one test desktop takes with an application open (it ignores RAM_SIZE)."""
+    memory_poll_sec: float = 1.0
+    """How often a guest waiting for memory reads the host's available memory again."""
     home: str = "/home/user"
     """The guest user's home: where agents run and inherited configuration is removed."""
 
@@ -103,3 +113,20 @@ class GatewayDefaults(BaseModel):
 
 
 GATEWAY = GatewayDefaults()
+
+
+class EvidenceDefaults(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    guest_dir: str = "evidence"
+    """Under the guest's hcu folder: where computer-use keeps the attempt's call log and step screenshots (its
+    size cap is computer-use's own, `hcu.computer_use.call_log.DEFAULT_CAP_BYTES`)."""
+    collect_timeout_sec: float = 120.0
+    """Longest the collect phase spends bringing the call log and screenshots home."""
+    transcript_max_bytes: int = 16 * 1024 * 1024
+    """A CLI's own transcript (images removed in the guest), where its event stream lacks the tool calls."""
+    recording_max_bytes: int = 2 * 1024**3
+    """The longest screen recording brought home (~5 h of a 1080p desktop)."""
+
+
+EVIDENCE = EvidenceDefaults()

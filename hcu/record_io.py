@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TypeVar
 
@@ -24,17 +25,27 @@ R = TypeVar("R", bound=BaseModel)
 
 def write_atomic(path: Path, data: bytes) -> None:
     """Write `data` to `path` so that readers see the old file or the new one, never a torn one."""
+    write_atomic_chunks(path, (data,))
+
+
+def write_atomic_chunks(path: Path, chunks: Iterable[bytes]) -> int:
+    """`write_atomic` for data that arrives in pieces (a download): nothing is at `path` until the last piece
+    is written; a failure while reading `chunks` leaves the old file. Returns the bytes written."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    size = 0
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            for chunk in chunks:
+                f.write(chunk)
+                size += len(chunk)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    return size
 
 
 def write_record(path: Path, record: BaseModel) -> None:

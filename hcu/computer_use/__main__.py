@@ -48,13 +48,17 @@ def main(argv: list[str] | None = None) -> None:
         print("\n".join(ch.tools_for(channels)))
         return
     from . import runtime
+    from .call_log import open_from_env
+    from .recorder import Recorder
     from .server import build_server
     from .session_env import ensure_session_env
 
     runtime.LIMIT_CAP_SEC = opts.tool_limit_sec
 
     ensure_session_env()
-    build_server(channels, max_screenshot_width=opts.max_screenshot_width).run("stdio")
+    call_log = open_from_env()
+    recorder = Recorder(call_log) if call_log is not None else None
+    build_server(channels, max_screenshot_width=opts.max_screenshot_width, recorder=recorder).run("stdio")
 
 
 if __name__ == "__main__":

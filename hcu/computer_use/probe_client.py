@@ -21,6 +21,7 @@ from mcp.client.stdio import stdio_client
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from . import channels as ch
+from .call_log import ENV_DIR
 
 
 class ProbeSpec(BaseModel):
@@ -117,7 +118,9 @@ async def probe(spec: ProbeSpec) -> dict[str, Any]:
     steps = Steps()
     report = steps.report
     report["protocol_requested"] = spec.protocol_version
-    params = StdioServerParameters(command=spec.command, args=spec.args, env=spec.env)
+    # Without the call log: the probe's calls are not the agent's.
+    env = {key: value for key, value in spec.env.items() if key != ENV_DIR}
+    params = StdioServerParameters(command=spec.command, args=spec.args, env=env)
     started = time.monotonic()
     try:
         with anyio.fail_after(spec.limit_sec):

@@ -1,11 +1,12 @@
 """Running OSWorld tasks. The commands users call live here; everything else has a room named for what it is:
 
-- `run_task`, `run_queue`, `setup_canary`, `canary_sweep`, `summarize`, `cleanup`, `evaluator_check`: the
-  `python -m hcu.osworld.<command>` shells.
+- `run_task`, `run_queue`, `setup_canary`, `canary_sweep`, `summarize`, `cleanup`, `evaluator_check`, `export`:
+  the `python -m hcu.osworld.<command>` shells.
 - `settings.py` (the fields that are both run_task's flags and a run config's keys; every default is in
   `hcu/defaults.py`), `tasks.py` (task definitions), `errors.py` (the one error-policy table: what is retried,
   scored or withheld).
-- `guest/`: where a guest is started, gated on readiness and removed (Docker, in-guest API, ports, overlays).
+- `guest/`: where a guest is started, gated on readiness and removed (Docker, in-guest API, ports, overlays,
+  the host's KVM and memory).
 - `attempt/`: the phases of one attempt (isolate, upload, setup, probe, agent, evaluate) and its records.
 - `agents/`: one adapter per agent CLI.
 - `osworld_bridge/`: where OSWorld's own setup and evaluator code is called: in its own process (`child/`, run by
@@ -14,5 +15,7 @@
 - `queue/`: the panel queue (scheduling, resume, retries, manifest) and its executors: `local` (this host's
   Docker engine) or `ray` (each node its own guests, gateway and per-phase caps; results merged at the head).
 - `summary/`: scores, intervals and reports of a run.
+- `evidence/`: what an attempt keeps to explain its score (trajectory.json in ATIF, step screenshots, the screen
+  recording) and the export to OSWorld's own result layout.
 - `view/`: the run viewer (`python -m hcu.osworld.view`): a run directory as pages, served or exported.
 """

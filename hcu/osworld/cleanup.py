@@ -1,4 +1,4 @@
-"""Remove what hcu started, found by labels: containers (with their volumes), volumes, overlays, port leases.
+"""Remove what hcu started, found by labels: containers, volumes, overlays, port leases, memory reservations.
 
 `python -m hcu.osworld.cleanup [--run-id R] [--task-id T] [--repeat N] [--attempt N] [--all]` prints what it
 removed.

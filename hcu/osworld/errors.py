@@ -14,6 +14,7 @@ from typing import Literal
 
 FailureClass = Literal[
     "guest",  # the container/VM did not start, did not become ready in time, or died
+    "guest_memory",  # the guest's image refused to start: RAM_SIZE plus its overhead exceeded free memory (exit 17)
     "setup",  # the task's setup steps failed or overran the phase timeout
     "gateway",  # the gateway was unreachable (past the tolerated absence) or its budget differs from the config
     "probe",  # executables or the MCP probe failed before the agent started
@@ -45,6 +46,9 @@ class ErrorPolicy:
     about_task: bool = True
     """False when the failure says nothing about the task (its guest never served it, or the runner stopped):
     a canary sweep runs that task's canary again."""
+    lowers_active_tasks: bool = False
+    """The queue runs one attempt fewer at once from then on (never fewer than one): the hosts had less memory
+    than the queue's concurrency assumed, so its retry is not a blind one."""
 
 
 CLEAN = ErrorPolicy(retry=False, scored=True, zero_on_limit=True, exit_status=0)
@@ -55,6 +59,8 @@ _UNSCORED = ErrorPolicy(retry=False, scored=False, zero_on_limit=False)
 
 POLICIES: dict[str, ErrorPolicy] = {
     "guest": _NOT_ABOUT_THE_TASK,
+    "guest_memory": ErrorPolicy(retry=True, scored=False, zero_on_limit=False, about_task=False,
+                                lowers_active_tasks=True),
     "setup": _INFRASTRUCTURE,
     "gateway": _INFRASTRUCTURE,
     "probe": _INFRASTRUCTURE,
@@ -112,6 +118,13 @@ class GuestError(PhaseError):
     classification = "guest"
 
 
+class GuestMemoryError(GuestError):
+    """The guest's image exited for lack of memory (the official image's exit 17) although hcu's memory admission
+    let it start: something outside hcu took the memory meanwhile."""
+
+    classification = "guest_memory"
+
+
 class SetupError(PhaseError):
     classification = "setup"
 
@@ -130,7 +143,8 @@ class EvaluatorError(PhaseError):
 
 class ConfigurationError(PhaseError):
     """A missing or wrong prerequisite (KVM, an image, a binary, an artifact, a task file, an asset missing
-    from an offline cache, an image smaller than volume_size): retrying cannot help."""
+    from an offline cache, an image smaller than volume_size, a client_password the guest refuses, a guest
+    larger than the host's memory): retrying cannot help."""
 
     classification = "configuration"
 

@@ -8,6 +8,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+from hcu.osworld.errors import ConfigurationError
 from hcu.osworld.queue.config import ConfigError, load_config
 from hcu.osworld.queue.gate import GatewayMismatch, launch_gate
 from hcu.osworld.queue.manifest import ManifestMismatch
@@ -35,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         signal.signal(signal.SIGTERM, _stop_on_sigterm)
         states = run_queue(config, poll_interval_sec=args.poll_seconds, gate=launch_gate(config))
-    except (ConfigError, QueueRefused, ManifestMismatch, GatewayMismatch) as exc:
+    except (ConfigError, QueueRefused, ManifestMismatch, GatewayMismatch, ConfigurationError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except QueueStopped as exc:

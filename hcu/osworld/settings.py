@@ -119,6 +119,9 @@ class AgentSettings(Settings):
     """The agent CLI to upload; default its file in artifact_dir."""
     mcp_binary: Path | None = None
     """The computer-use server to upload; default artifact_dir/computer-use."""
+    record_video: bool = False
+    """Record the guest's screen during the agent phase into the task folder's recording.mp4 (the guest's own
+    /start_recording, ffmpeg x11grab); a recording that fails never fails the attempt."""
 
     @model_validator(mode="after")
     def _channels_once(self) -> AgentSettings:

@@ -13,6 +13,7 @@ hangs) are scripted per step; only they keep a counter.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
 import uuid
 from collections import Counter
@@ -45,6 +46,7 @@ class Step(BaseModel):
 
     tool: str = Field(min_length=1, description="computer-use tool name, e.g. key, type, screenshot")
     arguments: dict[str, Any] = Field(default_factory=dict)
+    say: str | None = Field(default=None, description="text the model writes along with the call")
 
 
 class Fault(BaseModel):
@@ -81,6 +83,8 @@ class Policy(BaseModel):
     final_message: str = "Done.\nTASK_COMPLETE"
     never_finish: bool = False
     """After the steps, keep repeating them instead of answering (budget and no-progress tests)."""
+    think_sec: float = Field(default=0.0, ge=0, le=600)
+    """How long the model takes before each answer (benchmarks of a phase paced like a real model's)."""
     faults: list[Fault] = Field(default_factory=list)
 
 
@@ -114,6 +118,7 @@ class PolicyResponder:
         if found is None:
             return TextReply(text=self.file.unmatched_text)
         name, policy = found
+        await asyncio.sleep(policy.think_sec)
         step = tool_results(req.api, body)
         fault = self._fault(name, policy, step, text)
         if fault is not None:
@@ -122,7 +127,8 @@ class PolicyResponder:
         if index >= len(policy.steps):
             return TextReply(text=policy.final_message)
         try:
-            return ToolCallReply(calls=[self.render_call(req.api, body, policy.steps[index])])
+            step = policy.steps[index]
+            return ToolCallReply(calls=[self.render_call(req.api, body, step)], text=step.say)
         except LookupError as exc:  # shows up as the run's final message, without a protocol word
             return TextReply(text=f"scripted policy error: {exc}")
 

@@ -15,8 +15,8 @@ from hcu.osworld.attempt.failures import translate
 from hcu.osworld.attempt.identity import AttemptId
 from hcu.osworld.attempt.result import TaskResult
 from hcu.osworld.errors import BootTimeout, ConfigurationError, GuestError, policy_for
-from hcu.osworld.guest import lifecycle
 from hcu.osworld.guest.api import GuestAPIError
+from hcu.osworld.guest.host import HOST_PROC_ENV
 from hcu.osworld.guest.lifecycle import GuestSpec, start_guest
 from hcu.osworld.guest.readiness import Readiness
 from hcu.osworld.osworld_bridge.assets import AssetCache
@@ -70,10 +70,15 @@ def test_a_missing_guest_image_is_a_configuration_error(start_task: StartFn) -> 
 
 @pytest.mark.docker
 def test_missing_kvm_is_a_configuration_error(make_qcow2, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setattr(lifecycle, "KVM_DEVICE", tmp_path / "kvm")  # this host has /dev/kvm: point elsewhere
+    """The official image (not pulled here) needs KVM: a host whose CPU shows no vmx/svm flag refuses it before
+    any pull (the host's cpuinfo read from $HCU_HOST_PROC, pointed at one without them)."""
+    proc = tmp_path / "proc"
+    proc.mkdir()
+    (proc / "cpuinfo").write_text("processor\t: 0\nflags\t\t: fpu vme de pse tsc hypervisor\n\n")
+    monkeypatch.setenv(HOST_PROC_ENV, str(proc))
     spec = GuestSpec(kind="qemu", image=str(make_qcow2("guest.qcow2", "1G")), volume_size_gb=1)
     attempt = AttemptId(run_id=unique_run_id("nokvm"), task_id="t", attempt=1)
-    with pytest.raises(ConfigurationError, match="kvm is missing: the official guest needs KVM"):
+    with pytest.raises(ConfigurationError, match=r"^KVM: .*: the official guest needs KVM"):
         start_guest(spec, attempt, work_dir=tmp_path / "work")
     assert labelled_containers(attempt.run_id) == []
 

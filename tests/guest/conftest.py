@@ -21,10 +21,14 @@ from hcu.osworld.guest.removal import cleanup
 
 TEST_DESKTOP_IMAGE = os.environ.get("HCU_TEST_DESKTOP_IMAGE", "hcu-test-desktop:latest")
 """The image under test (another tag while a change to it is being built)."""
-QEMU_RUNNER_IMAGE = "hcu-qemu-guest:tcg"
+QEMU_RUNNER_REPO = os.environ.get("HCU_QEMU_GUEST_IMAGE", "hcu-qemu-guest")
+"""The QEMU stand-in's runner under test (the Makefile's QEMU_GUEST_IMAGE; another name while a change to it is
+being built)."""
+QEMU_RUNNER_IMAGE = f"{QEMU_RUNNER_REPO}:tcg"
 """The QEMU stand-in asked to boot with TCG: this CI machine's /dev/kvm is PVM, which runs only PVM-enabled kernels
-natively (scripts/qemu-guest/README.md); `hcu-qemu-guest:latest` is the same image booting with KVM."""
-QEMU_GUEST_DISK = REPO_ROOT / "build" / "qemu-guest" / "test-desktop.qcow2"
+natively (scripts/qemu-guest/README.md); `:latest` is the same image booting with KVM."""
+QEMU_GUEST_DISK = (REPO_ROOT / "build" / "qemu-guest" / "test-desktop.qcow2").resolve()
+"""Resolved, as hcu resolves a guest image (build/ may be a link, e.g. in a second worktree)."""
 
 
 @pytest.fixture(scope="session")

@@ -18,10 +18,11 @@ from PIL import Image
 from pydantic import ValidationError
 
 from hcu.osworld.attempt.identity import AttemptId
-from hcu.osworld.errors import ConfigurationError, GuestError
+from hcu.osworld.errors import ConfigurationError, GuestError, policy_for
 from hcu.osworld.guest import ports as port_leases
 from hcu.osworld.guest.api import GuestAPIError
 from hcu.osworld.guest.docker_engine import docker_client
+from hcu.osworld.guest.host import HOST_PROC_ENV
 from hcu.osworld.guest.lifecycle import (
     Guest,
     GuestPorts,
@@ -34,11 +35,13 @@ from hcu.osworld.guest.lifecycle import (
 )
 from hcu.osworld.guest.overlay import check_image, image_info
 from hcu.osworld.guest.readiness import check_sudo, grow_filesystem, is_blank
+from tests.guest.host_files import host_proc
 
 MakeQcow2 = Callable[[str, str], Path]
 
 READINESS = [
     "image checked",
+    "memory admitted",
     "resources created",
     "container running",
     "api answers",
@@ -164,7 +167,10 @@ def test_failed_readiness_names_the_step_and_removes_everything(
     new_attempt: Callable[..., AttemptId],
     make_qcow2: MakeQcow2,
     tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # the test desktop's image in the official kind's place: a host whose CPU shows vmx (it asks for KVM)
+    monkeypatch.setenv(HOST_PROC_ENV, str(host_proc(tmp_path / "proc")))
     image = test_desktop_image if kind == "test-desktop" else str(make_qcow2("base.qcow2", "1G"))
     spec = GuestSpec(
         kind=kind,
@@ -246,11 +252,31 @@ def test_port_leases_are_disjoint_across_processes() -> None:
 
 
 @pytest.mark.docker
-def test_sudo_check_fails_on_a_wrong_password_without_naming_it(desktop_guest: Guest) -> None:
-    with pytest.raises(RuntimeError) as failed:
+def test_a_password_the_guest_refuses_is_a_configuration_error_naming_client_password(
+    desktop_guest: Guest,
+) -> None:
+    """Told apart from a guest not ready yet: at once, never retried, the password itself never in the message."""
+    with pytest.raises(ConfigurationError) as refused:
         check_sudo(desktop_guest.api, "not-the-password-42")
-    assert "sudo with client_password failed" in str(failed.value)
-    assert "not-the-password-42" not in str(failed.value)
+    assert str(refused.value).startswith("client_password: the guest's sudo refuses it")
+    assert "not-the-password-42" not in str(refused.value)
+    assert not policy_for(refused.value.classification).retry
+
+
+@pytest.mark.docker
+def test_sudo_that_fails_otherwise_is_a_guest_not_ready_yet(desktop_guest: Guest) -> None:
+    """sudo not runnable (as on a guest whose API answers before the rest of it is up): tried again for the
+    settle time, then a guest failure (retried), not a configuration one."""
+    with contextlib.closing(docker_client()) as client:
+        container = client.containers.get(desktop_guest.container_id)
+        assert container.exec_run(["chmod", "000", "/usr/bin/sudo"], user="root").exit_code == 0
+        try:
+            not_runnable = r"^sudo with client_password failed for 2 s: returncode \d+, .*sudo: Permission denied"
+            with pytest.raises(RuntimeError, match=not_runnable):
+                check_sudo(desktop_guest.api, "password", settle_sec=2)
+        finally:
+            assert container.exec_run(["chmod", "4755", "/usr/bin/sudo"], user="root").exit_code == 0
+    check_sudo(desktop_guest.api, "password")
 
 
 @pytest.mark.docker
@@ -312,12 +338,8 @@ def test_qemu_container_config(make_qcow2: MakeQcow2, tmp_path: Path) -> None:
     assert config["image"] == pinned and config["name"] == "hcu-r-t-2"
     assert config["labels"] == attempt.labels()
     assert config["devices"] == ["/dev/kvm:/dev/kvm:rwm"] and config["cap_add"] == ["NET_ADMIN"]
-    assert config["environment"] == {
-        "RAM_SIZE": "8G",
-        "CPU_CORES": "2",
-        "DISK_SIZE": "1G",
-        "CLIENT_PASSWORD": "password",
-    }
+    assert config["environment"] == {"RAM_SIZE": "8G", "CPU_CORES": "2", "DISK_SIZE": "1G"}, (
+        "the official image's password is the one in its qcow2: no CLIENT_PASSWORD")
     assert config["ports"] == {
         "5000/tcp": ("172.17.0.1", 20000),
         "9222/tcp": ("172.17.0.1", 20001),

@@ -23,11 +23,12 @@ import pytest
 import requests
 
 from hcu.osworld.attempt.identity import AttemptId
+from hcu.osworld.errors import ConfigurationError
 from hcu.osworld.guest import ports as port_leases
 from hcu.osworld.guest.docker_engine import docker_client
 from hcu.osworld.guest.lifecycle import Guest, GuestSpec, remove_guest, start_guest
 from hcu.osworld.guest.overlay import image_info
-from hcu.osworld.guest.readiness import GIB, MIN_GROWN_FRACTION
+from hcu.osworld.guest.readiness import GIB, MIN_GROWN_FRACTION, check_sudo
 from hcu.osworld.guest.removal import cleanup
 from tests.guest.conftest import QEMU_RUNNER_IMAGE
 from tests.guest.waiting import wait_for
@@ -35,8 +36,8 @@ from tests.guest.waiting import wait_for
 pytestmark = [pytest.mark.docker, pytest.mark.kvm, pytest.mark.timeout(1200)]  # the first test waits for the boot
 
 VOLUME_GB = 64  # OSWorld V1's volume_size, the stand-in disk's virtual size
-READINESS = ["image checked", "resources created", "container running", "api answers", "desktop painted",
-             "sudo works", "filesystem grown"]
+READINESS = ["image checked", "memory admitted", "resources created", "container running", "api answers",
+             "desktop painted", "sudo works", "filesystem grown"]
 GROWN = re.compile(r"root filesystem ([\d.]+) GiB -> ([\d.]+) GiB \(volume_size 64 GiB\)")
 BOOT_TIMEOUT_SEC = 900.0
 """Two emulated (TCG) boots at once on a shared 2-core machine; one boot alone takes 1-2 minutes."""
@@ -104,26 +105,33 @@ def test_the_runner_honours_the_official_container_contract(pair: Pair) -> None:
         container = client.containers.get(guest.container_id)
         attrs, log = container.attrs, container.logs().decode(errors="replace")
         chain = container.exec_run(["qemu-img", "info", "-U", "--output=json", "/boot.qcow2"]).output
+        data_disk = container.exec_run(["stat", "-c", "%s %b %B", "/storage/data.img"])
     host_config = attrs["HostConfig"]
     assert [d["PathOnHost"] for d in host_config["Devices"]] == ["/dev/kvm"]
     assert host_config["CapAdd"] == ["NET_ADMIN"] and not host_config["Privileged"]
     env = dict(item.split("=", 1) for item in attrs["Config"]["Env"])
     assert (env["RAM_SIZE"], env["CPU_CORES"], env["DISK_SIZE"], env["KVM"]) == ("2G", "2", "64G", "N")
+    assert "CLIENT_PASSWORD" not in env, "the guest's password is the one in its qcow2 (sudo works with it below)"
     mounts = {m["Destination"]: m for m in attrs["Mounts"]}
     assert mounts["/System.qcow2"]["Source"] == str(guest.overlay) and mounts["/System.qcow2"]["RW"]
     assert mounts[str(pair.base)]["Source"] == str(pair.base) and not mounts[str(pair.base)]["RW"]
     assert mounts["/storage"]["Type"] == "volume"
     # TCG only because this image asks for it (KVM=N), and the runner says so
     assert "KVM=N: booting with TCG" in log and "accel=tcg cpu=qemu64 cores=2 ram=2G data disk=64G" in log
-    assert orjson.loads(chain)["backing-filename"] == "/System.qcow2"  # the VM writes the runner's own overlay
+    # the official image's layout: the VM boots /boot.qcow2, the runner's own overlay over /System.qcow2 in the
+    # container's writable layer (hcu's overlay stays as created: the guest's writes go away with the container)
+    assert orjson.loads(chain)["backing-filename"] == "/System.qcow2"
+    assert orjson.loads(chain)["virtual-size"] == VOLUME_GB * GIB, "the boot disk keeps the base's size"
     # the container runs the pinned image: a local build has no registry digest, so its id
     assert attrs["Config"]["Image"] == attrs["Image"] == guest.container_image.id
     assert guest.container_image.reference == QEMU_RUNNER_IMAGE
     # CPU_CORES and RAM_SIZE as the VM sees them
     cores, mem_kib = run(guest, "nproc; awk '/^MemTotal/ { print $2 }' /proc/meminfo").split()
     assert int(cores) == 2 and 1.5 * (1 << 20) < int(mem_kib) <= 2 * (1 << 20)
-    # DISK_SIZE: a blank data disk beside the boot disk, as in the official image's lineage
+    # DISK_SIZE: a blank data disk beside the boot disk, a sparse raw file in /storage as in the official image
     assert run(guest, "lsblk -bdno NAME,SIZE | sort").split() == ["vda", str(VOLUME_GB * GIB), "vdb", str(64 * GIB)]
+    size, blocks, block_size = (int(word) for word in data_disk.output.split())
+    assert size == 64 * GIB and blocks * block_size < 1 << 20, "sparse and blank: nothing was written into it"
 
 
 def test_two_attempts_at_once_have_their_own_overlay_and_files(pair: Pair) -> None:
@@ -156,6 +164,12 @@ def test_cdp_vlc_and_vnc_ports_reach_the_guest(pair: Pair) -> None:
         assert answer == f"{name}-in-the-guest\n"
     # 8006: the VM's screen, VNC over WebSocket (the official image serves noVNC there)
     assert _websocket_vnc_greeting(guest.host, guest.ports.vnc).startswith(b"RFB 003.")
+
+
+def test_a_password_the_vm_refuses_is_a_configuration_error_naming_client_password(pair: Pair) -> None:
+    """The V2 image's password on the V1-like stand-in: refused at once, told apart from a VM not ready yet."""
+    with pytest.raises(ConfigurationError, match=r"^client_password: the guest's sudo refuses it"):
+        check_sudo(pair.guests[0].api, "osworld-public-evaluation")
 
 
 def test_removal_leaves_no_container_volume_overlay_or_lease_and_the_base_is_unchanged(pair: Pair) -> None:

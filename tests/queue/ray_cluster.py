@@ -55,9 +55,11 @@ class TestCluster:
     def address(self) -> str:
         return str(self.cluster.address)
 
-    def add_node(self, name: str, slots: int, resource: str = SLOT, caps: dict[str, str] | None = None) -> Any:
+    def add_node(self, name: str, slots: int, resource: str = SLOT, caps: dict[str, str] | None = None,
+                 env: dict[str, str] | None = None) -> Any:
+        """`env`: added to the node's processes' environment (what that host would have)."""
         node = self.cluster.add_node(num_cpus=0, node_ip_address=LOOPBACK, resources={resource: slots},
-                                     labels={"hcu/node": name, **(caps or {})})
+                                     labels={"hcu/node": name, **(caps or {})}, env_vars=env)
         self.nodes[name] = node
         return node
 

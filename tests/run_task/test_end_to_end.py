@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from hcu.osworld.evidence.atif import Trajectory
+from hcu.osworld.evidence.cli_trace import computer_use_tool
+from hcu.record_io import read_record
 from tests.run_task.conftest import (
     INFEASIBLE_MATCH,
     INFEASIBLE_TASK,
@@ -37,6 +40,14 @@ def test_policy_that_solves_the_task_scores_one(agent: str, run_task: RunFn) -> 
     assert run.scope == f"{r.run_id}.{RENAME_TASK}.a1", "the scope is the run's own"
     for name in ("final-before-eval.png", "final-after-eval.png", "meta.json", "agent.jsonl", "attempt.json"):
         assert (run.result_dir / name).is_file(), name
+    trajectory = read_record(run.result_dir / "trajectory.json", Trajectory)  # the runner collected it
+    calls = [computer_use_tool(call.function_name, call.arguments)
+             for step in trajectory.steps for call in step.tool_calls or []]
+    assert [tool for tool, _ in calls] == [step["tool"] for step in RENAME_STEPS], "every step, as the CLI named it"
+    shots = [result.extra.screenshot for step in trajectory.steps for result in (step.observation.results
+             if step.observation else []) if result.extra and result.extra.screenshot]
+    assert shots and all((run.result_dir / shot).is_file() for shot in shots)
+    assert trajectory.final_metrics.total_completion_tokens == r.usage.output_tokens
 
 
 @pytest.mark.parametrize("agent", AGENTS)

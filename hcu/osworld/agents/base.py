@@ -3,11 +3,14 @@ and what came out of one turn (outcome). One adapter module per CLI renders thes
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from hcu.computer_use.call_log import ENV_DIR as CALL_LOG_ENV
 from hcu.computer_use.channels import parse_channels, tools_for
 from hcu.defaults import GUEST, AgentDefaults
 from hcu.osworld.attempt.result import ProtocolWord
@@ -64,6 +67,9 @@ class AgentContext(BaseModel):
     guest_root: str = GUEST_ROOT
     computer_use_path: str = COMPUTER_USE_PATH
     desktop_env: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_DESKTOP_ENV))
+    call_log_dir: str | None = None
+    """Guest folder where computer-use records every tool call and the screen after each action (the attempt's
+    evidence, brought home by `hcu.osworld.evidence.collect_evidence`); None records nothing."""
 
     @field_validator("gateway_url", mode="before")
     @classmethod
@@ -144,6 +150,16 @@ class TurnOutcome(BaseModel):
     """Normalised trace items in order: {"kind": "message"|"reasoning"|"tool_call"|"error"|"usage", ...}."""
 
 
+@dataclass(frozen=True)
+class Transcript:
+    """A guest file where a CLI keeps the whole conversation of a session, read as evidence when its event
+    stream lacks the model's tool calls."""
+
+    guest_path: str
+    parse: Callable[[str], list[list[dict]]]
+    """Its text to trace items (the kinds of `TurnOutcome.turns`), one list per turn (per prompt sent)."""
+
+
 class AgentAdapter(Protocol):
     name: str
     defaults: AgentDefaults
@@ -155,6 +171,10 @@ class AgentAdapter(Protocol):
         ...
 
     def parse_events(self, text: str) -> TurnOutcome: ...
+
+    def transcript(self, ctx: AgentContext) -> Transcript | None:
+        """Where the CLI keeps the conversation, when its events do not show every tool call; else None."""
+        ...
 
 
 def require_artifacts(names: tuple[str, ...], artifact_dir: Path, binary: Path | None = None) -> dict[str, Path]:
@@ -178,7 +198,10 @@ def mcp_server(ctx: AgentContext, *, max_screenshot_width: int | None = None) ->
         args.append("--code-mode")
     if max_screenshot_width:
         args += ["--max-screenshot-width", str(max_screenshot_width)]
-    return McpServerSpec(command=ctx.computer_use_path, args=args, env=dict(ctx.desktop_env))
+    env = dict(ctx.desktop_env)
+    if ctx.call_log_dir:
+        env[CALL_LOG_ENV] = ctx.call_log_dir
+    return McpServerSpec(command=ctx.computer_use_path, args=args, env=env)
 
 
 def protocol_word(message: str | None) -> ProtocolWord | None:

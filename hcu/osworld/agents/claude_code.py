@@ -86,6 +86,9 @@ class ClaudeCodeAdapter:
     def parse_events(self, text: str) -> TurnOutcome:
         return parse_claude_events(text)
 
+    def transcript(self, ctx: AgentContext) -> None:
+        return None  # the event stream shows every tool call
+
 
 def claude_mcp_server(ctx: AgentContext) -> McpServerSpec:
     """Anthropic's API shrinks images whose long side exceeds 1568 px, so clicks read off a full 1920x1080
@@ -129,13 +132,18 @@ def parse_claude_events(text: str) -> TurnOutcome:
 
 
 def _assistant(log: EventLog, message: dict) -> None:
-    texts = []
+    texts: list[str] = []
     for block in _blocks(message):
-        if block.get("type") == "text":
+        kind = block.get("type")
+        if kind == "text":
             texts.append(block.get("text") or "")
-        elif block.get("type") == "thinking":
+            continue
+        if any(texts):  # in the message's own order: the words before a call come before it
+            log.message("".join(texts))
+        texts = []
+        if kind == "thinking":
             log.reasoning(block.get("thinking") or "")
-        elif block.get("type") == "tool_use":
+        elif kind == "tool_use":
             log.tool_call(name=str(block.get("name")), arguments=block.get("input"), call_id=block.get("id"))
     if any(texts):
         log.message("".join(texts))

@@ -67,6 +67,9 @@ class CodexAdapter:
     def parse_events(self, text: str) -> TurnOutcome:
         return parse_codex_events(text)
 
+    def transcript(self, ctx: AgentContext) -> None:
+        return None  # the event stream shows every tool call
+
 
 def render_config(ctx: AgentContext, base_md: str, catalog: str) -> str:
     server = mcp_server(ctx)

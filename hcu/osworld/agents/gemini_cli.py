@@ -67,6 +67,9 @@ class GeminiCliAdapter:
     def parse_events(self, text: str) -> TurnOutcome:
         return parse_gemini_events(text)
 
+    def transcript(self, ctx: AgentContext) -> None:
+        return None  # the event stream shows every tool call
+
 
 def render_settings(ctx: AgentContext) -> bytes:
     server = mcp_server(ctx)

@@ -5,7 +5,9 @@ gateway, compatibility imports of Claude/Cursor config off), the whole system pr
 from __future__ import annotations
 
 from pathlib import Path
+from urllib.parse import quote
 
+import orjson
 import tomli_w
 
 from hcu.defaults import AGENTS
@@ -16,6 +18,7 @@ from hcu.osworld.agents.base import (
     AgentContext,
     AgentPlan,
     GuestFile,
+    Transcript,
     TurnOutcome,
     mcp_server,
     require_artifacts,
@@ -59,6 +62,12 @@ class GrokBuildAdapter:
     def parse_events(self, text: str) -> TurnOutcome:
         return parse_grok_events(text)
 
+    def transcript(self, ctx: AgentContext) -> Transcript:
+        """Grok's stream has no tool calls; its session folder (per working directory, the agent runs in the
+        user's home) keeps the chat history with them."""
+        folder = f"{ctx.path('home', 'grok')}/sessions/{quote(ctx.guest_home, safe='')}/{ctx.session_id}"
+        return Transcript(guest_path=f"{folder}/chat_history.jsonl", parse=parse_grok_chat)
+
 
 def render_config(ctx: AgentContext) -> str:
     server = mcp_server(ctx)
@@ -100,3 +109,37 @@ def parse_grok_events(text: str) -> TurnOutcome:
         elif kind == "error":
             log.finish(succeeded=False, error=str(event.get("message") or event))
     return log.outcome()
+
+
+def parse_grok_chat(text: str) -> list[list[dict]]:
+    """Grok 0.2.111's chat_history.jsonl as trace items per prompt: the assistant's words (and reasoning, when
+    kept), its `use_tool` calls and their results. Context it adds itself (system reminders, images it extracts
+    from tool results) is not the model's and is left out."""
+    turns: list[list[dict]] = []
+    log = EventLog()
+    for entry in log.lines(text):
+        kind = entry.get("type")
+        if kind == "user" and "prompt_index" in entry:
+            if turns or log.items:
+                turns.append(log.outcome().turns)
+            log = EventLog()
+        elif kind == "assistant":
+            log.reasoning(str(entry.get("reasoning_content") or ""))
+            log.message(str(entry.get("content") or ""))
+            for call in entry.get("tool_calls") or []:
+                log.tool_call(name=str(call.get("name")), arguments=_json_arguments(call.get("arguments")),
+                              call_id=call.get("id"))
+        elif kind == "tool_result":
+            log.tool_result(call_id=entry.get("tool_call_id"), result=entry.get("content"))
+    turns.append(log.outcome().turns)
+    return turns
+
+
+def _json_arguments(raw: object) -> object:
+    """Tool arguments as the model wrote them: a JSON object in a string (kept as the string if it is not one)."""
+    if not isinstance(raw, str):
+        return raw
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return raw

@@ -32,6 +32,8 @@ from hcu.record_io import write_atomic
 log = logging.getLogger("hcu.run_task")
 
 MAX_RATE_LIMIT_RESUMES = 2
+TURN_EVENTS = "phase-agent-turn-{turn}-events.jsonl"
+"""A turn's raw event stream in the result folder, kept as the CLI printed it (without the scope secret)."""
 
 
 POLL_SEC = 2.0
@@ -175,7 +177,7 @@ def _collect_turn(adapter: AgentAdapter, proc: GuestProcess, turn: int, result_d
     """Keep the turn's raw output as evidence (without the scope secret), parse it, and append its events to
     agent.jsonl."""
     stdout, stderr = credential.redact(proc.read_stdout()), credential.redact(proc.read_stderr())
-    write_atomic(result_dir / f"phase-agent-turn-{turn}-events.jsonl", stdout)
+    write_atomic(result_dir / TURN_EVENTS.format(turn=turn), stdout)
     write_atomic(result_dir / f"phase-agent-turn-{turn}-stderr.log", stderr)
     outcome = adapter.parse_events(stdout.decode("utf-8", "replace"))
     with trace.open("ab") as f:

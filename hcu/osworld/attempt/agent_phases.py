@@ -1,6 +1,10 @@
 """The phases an attempt with an agent adds to the guest's: render the agent's plan, strip inherited agent
 configuration (isolate), upload the CLI and computer-use, check the gateway, the executables and the MCP
-transport from inside the guest (probe), run the agent, let the last action settle, collect usage."""
+transport from inside the guest (probe), run the agent, let the last action settle, collect usage.
+
+The upload runs alongside setup (pipeline.py), with the checks of what it uploaded (the CLI's `--version`,
+computer-use unpacking itself once); the probe phase waits for it, checks the gateway as the guest sees it, then
+runs the MCP probe on the set-up desktop."""
 
 from __future__ import annotations
 
@@ -23,11 +27,13 @@ from hcu.osworld.attempt.gateway_watch import GatewayWatch
 from hcu.osworld.attempt.guest_phases import AttemptState
 from hcu.osworld.attempt.isolation import prepare_agent, remove_inherited, upload_plan
 from hcu.osworld.attempt.meta import ArtifactRecord
-from hcu.osworld.attempt.probe import check_executables, check_gateway_from_guest, check_mcp
+from hcu.osworld.attempt.probe import check_executables, check_gateway_from_guest, check_mcp, unpack_mcp_server
 from hcu.osworld.attempt.result import Usage
 from hcu.osworld.attempt.scope_credential import GatewayCredential, check_scope_key, gateway_credential
 from hcu.osworld.attempt.usage import usage_for_scope
 from hcu.osworld.errors import ConfigurationError
+from hcu.osworld.evidence.collect import collect_evidence, guest_evidence_dir
+from hcu.osworld.evidence.recording import recording
 from hcu.osworld.settings import INSTRUCTIONS, AttemptSettings
 
 log = logging.getLogger("hcu.run_task")
@@ -70,22 +76,26 @@ def isolate(state: AgentAttempt) -> None:
 
 
 def upload(state: AgentAttempt) -> None:
+    """The CLI, computer-use and the rendered files; then the CLI runs (`--version`) and computer-use unpacks
+    itself once, so the MCP probe and the agent find it ready."""
     assert state.guest is not None and state.plan is not None and state.context is not None
-    s = state.settings
-    upload_plan(state.guest.api, state.plan, {state.context.computer_use_path: s.mcp_binary})
+    s, api = state.settings, state.guest.api
+    upload_plan(api, state.plan, {state.context.computer_use_path: s.mcp_binary})
     state.meta.artifacts = artifact_identity(state.plan, s.artifact_dir, s.mcp_binary)
-    prepare_agent(state.guest.api, state.plan, GUEST.home)
+    prepare_agent(api, state.plan, GUEST.home)
+    state.meta.agent_version = check_executables(api, state.plan, GUEST.home)
+    unpack_mcp_server(api, state.plan.mcp_server)
 
 
 def probe(state: AgentAttempt) -> None:
-    """No model call happens before the gateway, the executables and the MCP transport all pass."""
+    """No model call happens before the gateway (its budget and scope key), the executables and the MCP
+    transport all pass."""
     assert state.guest is not None and state.plan is not None and state.context is not None
     assert state.credential is not None
     s, api = state.settings, state.guest.api
     state.meta.gateway_health = check_gateway_from_guest(api, s.gateway, s.max_model_calls)
     if unprotected := check_scope_key(state.meta.gateway_health, state.credential, s.gateway):
         log.warning(unprotected)
-    state.meta.agent_version = check_executables(api, state.plan, GUEST.home)
     state.meta.mcp_probe = check_mcp(api, state.plan.mcp_server, state.context.channels)
 
 
@@ -96,9 +106,11 @@ def agent(state: AgentAttempt) -> None:
     s = state.settings
     gateway = GatewayWatch(s.gateway, state.attempt.gateway_scope, away_sec=s.gateway_away_seconds,
                            secret=state.credential.secret)
-    state.outcome = run_agent(state.guest.api, state.adapter, state.plan, gateway=gateway, work_dir=GUEST.home,
-                              state_dir=f"{GUEST_ROOT}/run", result_dir=state.result_dir, token_log=s.token_log,
-                              credential=state.credential, limits=AgentLimits.of(s))
+    with recording(state.guest.api, state.result_dir, enabled=s.record_video) as report:
+        state.meta.recording = report  # a recording that fails never fails the attempt: the report says why
+        state.outcome = run_agent(state.guest.api, state.adapter, state.plan, gateway=gateway, work_dir=GUEST.home,
+                                  state_dir=f"{GUEST_ROOT}/run", result_dir=state.result_dir, token_log=s.token_log,
+                                  credential=state.credential, limits=AgentLimits.of(s))
     state.meta.agent = state.outcome
 
 
@@ -115,10 +127,30 @@ def settle(state: AgentAttempt) -> None:
 
 
 def collect(state: AgentAttempt) -> None:
-    """The attempt's usage and cost, from the gateway's token-log rows of its scope (whatever ended it)."""
-    if state.settings.token_log is not None:
-        state.usage = usage_for_scope(state.settings.token_log, state.attempt.gateway_scope)
-        state.cost_usd = cost_for_scope(state.settings.token_log, state.attempt.gateway_scope, state.settings.prices)
+    """Whatever ended the attempt: its usage and cost, from the gateway's token-log rows of its scope, and its
+    evidence, trajectory.json with the step screenshots (the guest is still up: cleanup comes after)."""
+    s = state.settings
+    if s.token_log is not None:
+        state.usage = usage_for_scope(s.token_log, state.attempt.gateway_scope)
+        state.cost_usd = cost_for_scope(s.token_log, state.attempt.gateway_scope, s.prices)
+    if state.context is None or state.adapter is None:
+        return  # ended before an agent was rendered: no step to keep
+    try:
+        collect_evidence(state.guest.api if state.guest else None, state.result_dir, agent=state.adapter.name,
+                         ctx=state.context, agent_version=state.meta.agent_version, token_log=s.token_log,
+                         prices=s.prices,
+                         ended=_ended(state), secrets=[state.credential.secret if state.credential else None],
+                         attempt_id=str(state.attempt))
+    except Exception as exc:  # evidence never decides an outcome; meta.json says what is missing
+        log.error("[%s] evidence not collected: %s", state.attempt, exc)
+        state.meta.evidence_error = f"{type(exc).__name__}: {exc}"
+
+
+def _ended(state: AgentAttempt) -> str | None:
+    """Why the attempt ended, as the trajectory records it: the agent's outcome, or the failure that ended it."""
+    if state.outcome is not None:
+        return state.outcome.failure_classification or state.outcome.termination_reason
+    return state.failure.classification if state.failure else None
 
 
 def _context(s: AttemptSettings, scope: str, instruction: str, gateway_token: str) -> AgentContext:
@@ -130,7 +162,8 @@ def _context(s: AttemptSettings, scope: str, instruction: str, gateway_token: st
         scope=scope, gateway_url=s.gateway, model=s.model, effort=s.effort,
         channels=list(parse_channels(",".join(s.channels), code_mode=s.code_mode)), code_mode=s.code_mode,
         base_instructions=s.base_instructions_file.read_text(), profile_instructions=profile or None,
-        prompt=instruction + PROTOCOL, session_id=str(uuid.uuid4()), gateway_token=gateway_token)
+        prompt=instruction + PROTOCOL, session_id=str(uuid.uuid4()), gateway_token=gateway_token,
+        call_log_dir=guest_evidence_dir(GUEST_ROOT))
 
 
 def artifact_identity(plan: AgentPlan, artifact_dir: Path, mcp: Path) -> dict[str, ArtifactRecord]:

@@ -1,19 +1,23 @@
 """The phases every attempt runs, with an agent or without (the canary): load the task, boot the guest, run the
 task's setup, score the guest's state, remove the guest; and the state they carry.
 
-This is the one module of hcu that starts a guest. The attempt holds one OSWorld process, opened on its guest
-after the boot and shared by setup and evaluation; a deadline kills it and everything it started (the next
+This is the one module of hcu that starts a guest. The attempt holds one OSWorld process, shared by setup and
+evaluation: it starts at load and loads OSWorld's evaluators (checking the task's metrics and getters) while
+the guest boots, and is opened on the guest for setup; a deadline kills it and everything it started (the next
 call starts a fresh one).
 """
 
 from __future__ import annotations
 
 import logging
+from concurrent.futures import Future, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from hcu.osworld.attempt.app_check import AppCheck
+from hcu.osworld.attempt.background import in_background
+from hcu.osworld.attempt.failures import Failure
 from hcu.osworld.attempt.identity import AttemptId
 from hcu.osworld.attempt.meta import AttemptMeta, GuestRecord, OSWorldRecord
 from hcu.osworld.attempt.runner import PhaseLog
@@ -52,6 +56,10 @@ class AttemptState:
     reused_osworld: bool = False
     """The OSWorld process belongs to the caller (a sweep worker's): opened on this guest, left running."""
     evaluation: EvalResult | None = None
+    failure: Failure | None = None
+    """What ended the attempt, for the closing phases (the runner sets it before they run)."""
+    warming: Future[None] | None = None
+    """OSWorld's code loading in the OSWorld process while the guest boots (and the task's evaluator checked)."""
     meta: AttemptMeta = field(init=False)
 
     def __post_init__(self) -> None:
@@ -79,6 +87,8 @@ def load(state: AttemptState) -> None:
     if state.osworld is None:
         state.osworld = OSWorldProcess(python, work_dir=state.result_dir / ".osworld-process",
                                        secret=s.client_password or "", what=f"{state.attempt} osworld")
+    process, task = state.osworld, state.task
+    state.warming = in_background(lambda: ensure_evaluator_loads(process, task), f"{state.attempt} warming")
 
 
 def boot(state: AttemptState) -> None:
@@ -86,7 +96,8 @@ def boot(state: AttemptState) -> None:
     state.meta.guest = GuestRecord(spec=spec.model_dump(mode="json", exclude={"client_password"}))
     try:
         state.guest = start_guest(spec, state.attempt, work_dir=state.guest_dir,
-                                  boot_timeout_sec=state.boot_timeout_sec)
+                                  boot_timeout_sec=state.boot_timeout_sec,
+                                  progress_file=state.result_dir / "progress.json")  # where a memory wait shows
     except BaseException as exc:  # where the boot stopped (start_guest leaves it on the exception)
         state.meta.guest.readiness = list(getattr(exc, "readiness", []))
         state.meta.guest.console_log = getattr(exc, "console_log", None)
@@ -102,9 +113,10 @@ def setup(state: AttemptState) -> None:
     application check."""
     s, task, osworld = state.settings, state.task, state.osworld
     assert task is not None and osworld is not None and state.guest is not None and state.assets is not None
+    assert state.warming is not None
+    state.warming.result()  # a task that can never be scored spends nothing more
     hello = open_on_guest(osworld, state.guest, state.cache_dir, offline_assets=state.assets.offline)
     state.meta.osworld = OSWorldRecord(python=hello["python"], desktop_env=hello["desktop_env"], hcu=hello["hcu"])
-    ensure_evaluator_loads(osworld, task)
     try:
         state.meta.setup_steps = run_setup(
             osworld, task, password=state.guest.spec.client_password, cache_dir=state.cache_dir,
@@ -131,13 +143,16 @@ def score(state: AttemptState, *, last_action: str | None, deadline_sec: float) 
 
 
 def cleanup(state: AttemptState) -> None:
-    """The guest and everything it made, then the OSWorld process (unless it is the caller's)."""
+    """The guest and everything it made, then the OSWorld process: ended for good, or, the caller's, left idle
+    (its warm-up finished: the caller's next attempt uses it)."""
     try:
         if state.guest is not None:
             remove_guest(state.guest)
     finally:
         if state.osworld is not None and not state.reused_osworld:
-            state.osworld.kill()
+            state.osworld.shutdown()
+        elif state.warming is not None:
+            wait(state.warming)
 
 
 def _screenshot(state: AttemptState, name: str) -> None:

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict
 
 from hcu.osworld.attempt.agent_phase import AgentOutcome
 from hcu.osworld.attempt.mcp_probe import ProbeReport
+from hcu.osworld.evidence.recording import RecordingReport
 from hcu.osworld.guest.container_image import ContainerImage
 from hcu.osworld.guest.ports import GuestPorts
 from hcu.osworld.guest.readiness import ReadinessStep
@@ -72,3 +73,7 @@ class AttemptMeta(Record):
     agent_version: str | None = None
     mcp_probe: ProbeReport | None = None
     agent: AgentOutcome | None = None
+    recording: RecordingReport | None = None
+    """The screen recording around the agent phase (`record_video`): kept, or why not."""
+    evidence_error: str | None = None
+    """Why trajectory.json could not be written, when it could not."""

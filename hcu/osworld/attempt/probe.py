@@ -7,6 +7,7 @@ import shlex
 
 import orjson
 
+from hcu.defaults import GUEST
 from hcu.osworld.agents.base import AgentPlan, McpServerSpec
 from hcu.osworld.attempt.mcp_probe import ProbeReport, probe
 from hcu.osworld.errors import GatewayError, ProbeError
@@ -44,6 +45,16 @@ def check_executables(api: GuestAPI, plan: AgentPlan, work_dir: str) -> str:
         raise ProbeError(f"{shlex.join(plan.version_argv[:1])} --version failed in the guest "
                          f"(rc {res.returncode}): {tail(res.error or res.output)}")
     return res.output.strip().splitlines()[-1] if res.output.strip() else ""
+
+
+def unpack_mcp_server(api: GuestAPI, server: McpServerSpec) -> None:
+    """Run computer-use once as the CLI will (`--list-tools`): it unpacks its compiled parts, so the probe's and
+    the agent's first start do not."""
+    cmd = shell_command([server.command, *server.args, "--list-tools"], env=server.env, cwd=GUEST.home)
+    res = api.execute(["sh", "-c", cmd], timeout_sec=120)
+    if res.returncode != 0:
+        raise ProbeError(f"{server.command} --list-tools failed in the guest (rc {res.returncode}): "
+                         f"{tail(res.error or res.output)}")
 
 
 def check_mcp(api: GuestAPI, server: McpServerSpec, channels: list[str]) -> ProbeReport:

@@ -1,10 +1,12 @@
 """The attempt runner: an attempt is an ordered list of phases, run under one attempt id.
 
 Each phase declares its name, its deadline (with the timeout type it ends with) and the failure class of the
-errors raised in it. The runner owns everything else: timing each phase (`PhaseLog`, with the node's admission
-before it and progress.json as it goes), deadlines and stop signals (`interrupts`), the one translation of what
-ended the attempt into the error table's classes (`failures.translate`), the closing phases that always run
-(collect, cleanup), and writing the attempt's records in `finally`. `run_task` and `setup_canary` are this
+errors raised in it; a phase that depends on none of those after it may run `alongside` them, on its own thread,
+until the first phase that `needs` it waits for it. The runner owns everything else: timing each phase
+(`PhaseLog`, with the node's admission before it and progress.json as it goes), deadlines and stop signals
+(`interrupts`), the one translation of what ended the attempt into the error table's classes
+(`failures.translate`), the closing phases that always run (collect, cleanup), and writing the attempt's records
+in `finally`. `run_task` and `setup_canary` are this
 runner with different phase lists.
 """
 
@@ -13,11 +15,13 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Generic, TypeVar
+from typing import Generic, Protocol, TypeVar
 
+from hcu.osworld.attempt.background import in_background
 from hcu.osworld.attempt.failures import Failure, translate
 from hcu.osworld.attempt.interrupts import StopSignals, deadline
 from hcu.osworld.attempt.result import PhaseTiming
@@ -26,7 +30,12 @@ from hcu.record_io import write_json
 
 log = logging.getLogger("hcu.run_task")
 
-S = TypeVar("S")
+class AttemptRecord(Protocol):
+    failure: Failure | None
+    """What ended the attempt, set before the closing phases run."""
+
+
+S = TypeVar("S", bound=AttemptRecord)
 
 
 class PhaseLog:
@@ -96,6 +105,11 @@ class Phase(Generic[S]):
     """The phase's deadline (0 = none); only with `overrun`."""
     skip: Callable[[S], str | None] | None = None
     """Why the phase does not run this time (None: it runs)."""
+    alongside: bool = False
+    """Runs on its own thread beside the phases after it (no deadline of its own: the phase that needs it waits
+    under its deadline); what it raises ends the attempt when a phase waits for it."""
+    needs: tuple[str, ...] = ()
+    """The `alongside` phases this one waits for before it starts."""
 
 
 def run_phases(state: S, phases: Sequence[Phase[S]], closing: Sequence[Phase[S]], *, log_: PhaseLog,
@@ -105,16 +119,28 @@ def run_phases(state: S, phases: Sequence[Phase[S]], closing: Sequence[Phase[S]]
     `interrupted` in any phase; they are held while the closing phases run and the records are written."""
     failure: Failure | None = None
     current: Phase[S] | None = None
+    beside: dict[str, tuple[Phase[S], Future[None]]] = {}
     try:
         with stops.armed():
-            for current in phases:
-                reason = current.skip(state) if current.skip else None
+            for phase in phases:
+                current = phase
+                reason = phase.skip(state) if phase.skip else None
                 if reason is not None:
-                    log_.skipped(current.name, reason)
+                    log_.skipped(phase.name, reason)
                     continue
-                timeout = current.deadline_sec(state) if current.deadline_sec else 0.0
-                with log_.phase(current.name, timeout_sec=timeout, overrun=current.overrun):
-                    current.run(state)
+                if phase.alongside:
+                    beside[phase.name] = (phase, in_background(_timed(phase, state, log_), phase.name))
+                    continue
+                timeout = phase.deadline_sec(state) if phase.deadline_sec else 0.0
+                with log_.phase(phase.name, timeout_sec=timeout, overrun=phase.overrun):
+                    for name in phase.needs:  # under this phase's deadline
+                        if name in beside:
+                            current, done = beside.pop(name)
+                            done.result()  # what the alongside phase raised counts as its failure
+                            current = phase
+                    phase.run(state)
+            for current, done in list(beside.values()):  # noqa: B007 - `current` is what a failure belongs to
+                done.result()
     except BaseException as exc:  # whatever ended it: recorded; a SystemExit or KeyboardInterrupt goes on too
         failure = translate(exc, current.failure if current else "runner")
         if failure.classification == "runner":
@@ -122,6 +148,7 @@ def run_phases(state: S, phases: Sequence[Phase[S]], closing: Sequence[Phase[S]]
         if not isinstance(exc, Exception) and failure.classification == "runner":
             raise
     finally:
+        state.failure = failure  # what the closing phases may need to know (e.g. why the evidence ends)
         for phase in closing:
             try:
                 with log_.phase(phase.name):
@@ -130,3 +157,11 @@ def run_phases(state: S, phases: Sequence[Phase[S]], closing: Sequence[Phase[S]]
                 log.error("[%s] %s failed: %s", log_.attempt_id, phase.name, exc)
         record(state, failure)
     return failure
+
+
+def _timed(phase: Phase[S], state: S, log_: PhaseLog) -> Callable[[], None]:
+    """An alongside phase as its thread runs it: timed and recorded like any other."""
+    def run() -> None:
+        with log_.phase(phase.name):
+            phase.run(state)
+    return run

@@ -12,6 +12,7 @@ model produced; a step's `metrics.prompt_tokens` includes its cached tokens. Wha
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -63,6 +64,20 @@ class ResultExtra(_Open):
     guest_ended_at: str | None = None
     """The call's start and end on the guest's clock (computer-use records them inside the guest)."""
     duration_sec: float | None = None
+    host_started_at: str | None = None
+    host_ended_at: str | None = None
+    """The same two moments on the host's clock (guest times minus the measured clock offset), the clock of the
+    generations' times."""
+    recorded_by: list[Literal["cli", "computer-use"]] = []
+    """Who saw the call: the CLI's events (its name and arguments), computer-use (its result, times, screen)."""
+    images: list[str] | None = None
+    """The result's images as `<mime type> <bytes>` (the image after an action is `screenshot`)."""
+    clipped_chars: int | None = None
+    """Characters cut from the recorded result and arguments (computer-use keeps 20,000 of each)."""
+    dropped: str | None = None
+    """`size_cap`: computer-use kept no arguments or result of this call (the attempt's cap was spent)."""
+    in_flight: bool | None = None
+    """True: computer-use saw the call start, not end (the attempt ended during it); it has no result."""
 
 
 class ObservationResult(_Open):
@@ -110,6 +125,13 @@ class FinalMetrics(_Open):
     """None when the run has no price for the model: unknown, never 0."""
     total_steps: int | None = None
     extra: dict[str, Any] | None = None
+
+
+def iso_time(unix: float | None) -> str | None:
+    """A Unix time as the ISO 8601 UTC text every time in a trajectory is written in."""
+    if unix is None:
+        return None
+    return datetime.fromtimestamp(unix, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 class Trajectory(_Open):

@@ -13,6 +13,8 @@ failure is raised as it is.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import requests
@@ -21,6 +23,7 @@ from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_expo
 from urllib3.exceptions import NewConnectionError
 
 from hcu.osworld.guest.answer import answer_message
+from hcu.record_io import write_atomic_chunks
 
 CONNECT_TIMEOUT_SEC = 5.0
 RETRY_ATTEMPTS = 3
@@ -30,6 +33,9 @@ RETRY_WAIT_MAX_SEC = 2.0
 SERVER_MARGIN_SEC = 10.0
 """Added to a guest-side timeout (execute, run_bash_script) so the guest's own timeout answer comes first."""
 TRANSIENT_STATUSES = frozenset({502, 503, 504})
+CHUNK_BYTES = 1 << 20
+RECORDING_STOP_SEC = 60.0
+"""The guest waits up to 15 s for ffmpeg to finish the MP4 before it answers /end_recording."""
 
 
 class ExecResult(BaseModel):
@@ -140,14 +146,17 @@ class GuestAPI:
     def screenshot(self) -> bytes:
         return self._request("GET", "/screenshot", command=False).content
 
-    def file(self, guest_path: str) -> bytes:
-        """The file's bytes; FileNotFoundError when the guest has no such file."""
-        response = self._request(
-            "POST", "/file", command=False, data={"file_path": guest_path}, ok_statuses=frozenset({200, 404})
-        )
+    def file(self, guest_path: str, *, max_bytes: int | None = None) -> bytes:
+        """The file's bytes; FileNotFoundError when the guest has no such file. With `max_bytes`, a larger
+        answer is a GuestAPIError (read no further than that: the guest is not trusted with host memory)."""
+        response = self._request("POST", "/file", command=False, data={"file_path": guest_path},
+                                 ok_statuses=frozenset({200, 404}), stream=max_bytes is not None)
         if response.status_code == 404:
+            response.close()
             raise FileNotFoundError(guest_path)
-        return response.content
+        if max_bytes is None:
+            return response.content
+        return b"".join(_bounded(response, "/file", max_bytes))
 
     def screen_size(self) -> tuple[int, int]:
         size = self._json("POST", "/screen_size")
@@ -176,6 +185,17 @@ class GuestAPI:
     def launch(self, command: list[str] | str, *, shell: bool = False) -> None:
         self._request("POST", "/setup/launch", command=True, json={"command": command, "shell": shell})
 
+    def start_recording(self) -> None:
+        """Start the guest's screen recording (ffmpeg x11grab); the guest refuses a second one (400)."""
+        self._request("POST", "/start_recording", command=True)
+
+    def end_recording(self, dest: Path, *, max_bytes: int) -> int:
+        """Stop the recording and write the guest's MP4 to `dest` (atomically); returns its size. An answer
+        over `max_bytes` is a GuestAPIError and leaves nothing at `dest`."""
+        response = self._request("POST", "/end_recording", command=True, timeout_sec=RECORDING_STOP_SEC,
+                                 stream=True)
+        return write_atomic_chunks(dest, _bounded(response, "/end_recording", max_bytes))
+
     def upload(self, guest_path: str, data: bytes) -> None:
         """Write `data` to `guest_path` (the guest creates parent directories)."""
         self._request(
@@ -187,6 +207,20 @@ class GuestAPI:
             data={"file_path": guest_path},
             files={"file_data": ("file", data)},
         )
+
+
+def _bounded(response: requests.Response, endpoint: str, max_bytes: int) -> Iterator[bytes]:
+    """A streamed answer's body, failing once it grows past `max_bytes`."""
+    read = 0
+    with response:
+        try:
+            for chunk in response.iter_content(CHUNK_BYTES):
+                read += len(chunk)
+                if read > max_bytes:
+                    raise GuestAPIError(endpoint, response.status_code, f"answer larger than {max_bytes} bytes")
+                yield chunk
+        except requests.RequestException as exc:
+            raise GuestAPIError(endpoint, response.status_code, f"answer cut off ({type(exc).__name__})") from None
 
 
 def _json_body(response: requests.Response, endpoint: str) -> dict:

@@ -12,24 +12,21 @@ publishes the ports, so each sees the other's created containers' ports as taken
 
 from __future__ import annotations
 
-import contextlib
 import os
 import socket
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import docker
-import orjson
 from filelock import FileLock
 from pydantic import BaseModel
 
-from hcu.osworld.guest.state_dir import state_dir
+from hcu.osworld.guest.state_dir import LOCK_TIMEOUT_SEC, drop_matching, locked_table, pid_alive
 
 PORT_RANGE_START = 20000
 PORT_RANGE_END = 32000
 """Below Linux's ephemeral range (32768+), away from the official 5000/8006/8080/9222 defaults."""
-LOCK_TIMEOUT_SEC = 30.0
+LEASES = "ports.json"
 PUBLISHING_LOCK = Path(tempfile.gettempdir()) / "hcu-guest-ports.lock"
 """One per host, whatever the state directory: the Docker engine's ports are one namespace."""
 
@@ -53,38 +50,9 @@ class PortLease(BaseModel):
     ports: GuestPorts
 
 
-def _lease_file() -> Path:
-    return state_dir() / "ports.json"
-
-
-@contextlib.contextmanager
-def _leases() -> Iterator[dict[str, PortLease]]:
-    """The lease table, locked for the duration of the block and written back at its end."""
-    path = _lease_file()
-    with FileLock(str(path) + ".lock", timeout=LOCK_TIMEOUT_SEC):
-        raw = orjson.loads(path.read_bytes()) if path.exists() else {}
-        leases = {owner: PortLease.model_validate(lease) for owner, lease in raw.items()}
-        yield leases
-        tmp = path.with_suffix(".tmp")
-        tmp.write_bytes(
-            orjson.dumps({k: v.model_dump() for k, v in leases.items()}, option=orjson.OPT_INDENT_2)
-        )
-        tmp.replace(path)
-
-
 def publishing_lock() -> FileLock:
     """Hold from leasing ports until the container publishing them exists (then its ports count as taken)."""
     return FileLock(str(PUBLISHING_LOCK), timeout=LOCK_TIMEOUT_SEC)
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _container_ports(client: docker.DockerClient) -> tuple[set[str], set[int]]:
@@ -109,9 +77,9 @@ def _bindable(address: str, port: int) -> bool:
 
 def allocate(client: docker.DockerClient, owner: str, labels: dict[str, str], address: str) -> GuestPorts:
     """Lease four free host ports for `owner` (re-leasing replaces an earlier lease of the same owner)."""
-    with _leases() as leases:
+    with locked_table(LEASES, PortLease) as leases:
         names, taken = _container_ports(client)
-        for name in [n for n, lease in leases.items() if not _pid_alive(lease.pid) and n not in names]:
+        for name in [n for n, lease in leases.items() if not pid_alive(lease.pid) and n not in names]:
             del leases[name]
         leases.pop(owner, None)
         for lease in leases.values():
@@ -133,14 +101,10 @@ def _pick(taken: set[int], address: str) -> list[int]:
 
 
 def release(owner: str) -> None:
-    with _leases() as leases:
+    with locked_table(LEASES, PortLease) as leases:
         leases.pop(owner, None)
 
 
 def release_matching(labels: dict[str, str]) -> list[str]:
     """Release every lease whose labels include all of `labels`; returns the owners released."""
-    with _leases() as leases:
-        owners = [o for o, lease in leases.items() if labels.items() <= lease.labels.items()]
-        for owner in owners:
-            del leases[owner]
-        return owners
+    return drop_matching(LEASES, PortLease, labels)

@@ -1,7 +1,7 @@
 """Readiness of a booting guest, gated and timed step by step.
 
 Each probe asks the guest to do something real (answer, paint, sudo) and fails fast when the container exits
-instead of waiting out the boot deadline.
+or its log says it can never become ready (console.ContainerWatch) instead of waiting out the boot deadline.
 """
 
 from __future__ import annotations
@@ -15,15 +15,21 @@ from dataclasses import dataclass
 
 import docker.errors
 import requests
-from docker.models.containers import Container
 from pydantic import BaseModel
 
-from hcu.osworld.errors import GuestError
-from hcu.osworld.guest.api import GuestAPI, GuestAPIError
+from hcu.osworld.errors import ConfigurationError, GuestError
+from hcu.osworld.guest.api import ExecResult, GuestAPI, GuestAPIError
+from hcu.osworld.guest.console import ContainerWatch
 
 POLL_INTERVAL_SEC = 0.2
 PROBE_TIMEOUT_SEC = 10.0
 SUDO_TIMEOUT_SEC = 30.0
+SUDO_SETTLE_SEC = 60.0
+"""How long sudo may fail for another reason than a refused password (a guest whose API answers before the
+rest of its system is up) before the step fails as a guest failure."""
+SUDO_RETRY_SEC = 1.0
+SUDO_REFUSED = "incorrect password attempt"
+"""What sudo says (C locale) when it refused the password it read: the guest rejects client_password."""
 GUEST_FAILURES = (GuestAPIError, docker.errors.DockerException, requests.RequestException, RuntimeError,
                   TimeoutError, OSError)
 """What a guest that does not come up raises; anything else (a TypeError in hcu, a ConfigurationError, an
@@ -85,26 +91,19 @@ def _since(started: float) -> float:
     return round(time.monotonic() - started, 3)
 
 
-def _check_alive(container: Container) -> None:
-    container.reload()
-    if container.status in ("exited", "dead"):
-        code = container.attrs.get("State", {}).get("ExitCode")
-        raise RuntimeError(f"container {container.status} (exit code {code})")
-
-
-def wait_running(container: Container, deadline: float) -> None:
+def wait_running(watch: ContainerWatch, deadline: float) -> None:
     while True:
-        _check_alive(container)
-        if container.status == "running":
+        watch.check()
+        if watch.container.status == "running":
             return
-        _sleep_or_timeout(deadline, f"container still {container.status}")
+        _sleep_or_timeout(deadline, f"container still {watch.container.status}")
 
 
-def wait_api(api: GuestAPI, container: Container, deadline: float) -> None:
+def wait_api(api: GuestAPI, watch: ContainerWatch, deadline: float) -> None:
     """Until `GET /screenshot` answers 200."""
     last = "no answer yet"
     while True:
-        _check_alive(container)
+        watch.check()
         try:
             response = requests.get(f"{api.base_url}/screenshot", timeout=(2.0, PROBE_TIMEOUT_SEC))
             if response.status_code == 200:
@@ -115,10 +114,10 @@ def wait_api(api: GuestAPI, container: Container, deadline: float) -> None:
         _sleep_or_timeout(deadline, f"GET /screenshot: {last}")
 
 
-def wait_painted(api: GuestAPI, container: Container, deadline: float) -> None:
+def wait_painted(api: GuestAPI, watch: ContainerWatch, deadline: float) -> None:
     """Until a screenshot has more than one colour (an unmapped window or a dead X server gives one)."""
     while True:
-        _check_alive(container)
+        watch.check()
         with contextlib.suppress(GuestAPIError):
             if not is_blank(api.screenshot()):
                 return
@@ -140,14 +139,31 @@ def _sleep_or_timeout(deadline: float, what: str) -> None:
 
 
 def sudo_command(password: str, command: str) -> str:
-    """A shell command running `command` under `sudo -S`, the password on stdin (not in sudo's argv)."""
-    return f"printf '%s\\n' {shlex.quote(password)} | sudo -S -k -p '' {command}"
+    """A shell command running `command` under `sudo -S`, the password on stdin (not in sudo's argv); in the C
+    locale, so sudo's refusal reads the same on every guest."""
+    return f"printf '%s\\n' {shlex.quote(password)} | LC_ALL=C sudo -S -k -p '' {command}"
 
 
-def check_sudo(api: GuestAPI, password: str) -> None:
-    result = api.execute(sudo_command(password, "true"), shell=True, timeout_sec=SUDO_TIMEOUT_SEC)
-    if result.returncode != 0:
-        raise RuntimeError(f"sudo with client_password failed (returncode {result.returncode})")
+def check_sudo(api: GuestAPI, password: str, *, settle_sec: float = SUDO_SETTLE_SEC) -> None:
+    """sudo works with client_password. A refused password fails at once as a ConfigurationError naming
+    client_password (the guest image's password is fixed: every attempt would fail the same way); any other
+    failure is a guest not ready yet, tried again for up to `settle_sec`, then a guest failure."""
+    settle = time.monotonic() + settle_sec
+    while True:
+        result = api.execute(sudo_command(password, "true"), shell=True, timeout_sec=SUDO_TIMEOUT_SEC)
+        if result.returncode == 0:
+            return
+        if SUDO_REFUSED in result.error:
+            raise ConfigurationError("client_password: the guest's sudo refuses it; set client_password to the "
+                                     "password of the guest image's user (fixed in the image)")
+        if time.monotonic() + SUDO_RETRY_SEC > settle:
+            raise RuntimeError(f"sudo with client_password failed for {settle_sec:g} s: {_said(result)}")
+        time.sleep(SUDO_RETRY_SEC)
+
+
+def _said(result: ExecResult) -> str:
+    last = (result.error.strip().splitlines() or [""])[-1][:200]
+    return f"returncode {result.returncode}" + (f", {last}" if last else "")
 
 
 GROW_FS_SCRIPT = """

@@ -1,5 +1,5 @@
-"""Removal by labels: every container (with its volumes), volume, overlay and port lease hcu started, found after
-a crash as well as after a clean run (everything is labelled or registered before it exists)."""
+"""Removal by labels: every container (with its volumes), volume, overlay, port lease and memory reservation hcu
+made, found after a crash as well as after a clean run (everything is labelled or registered before it exists)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import docker.errors
 from pydantic import BaseModel
 
 from hcu.osworld.attempt.identity import LABEL_ATTEMPT, LABEL_MANAGED, LABEL_REPEAT, LABEL_RUN_ID, LABEL_TASK_ID
+from hcu.osworld.guest import memory
 from hcu.osworld.guest import overlay as overlays
 from hcu.osworld.guest import ports as port_leases
 from hcu.osworld.guest.docker_engine import docker_client
@@ -19,6 +20,7 @@ class CleanupReport(BaseModel):
     volumes: list[str] = []
     overlays: list[str] = []
     port_leases: list[str] = []
+    memory_reservations: list[str] = []
 
     def lines(self) -> list[str]:
         return [f"removed {kind[:-1]} {item}" for kind, items in self.model_dump().items() for item in items]
@@ -37,9 +39,9 @@ def selector(*, run_id: str | None, task_id: str | None, attempt: int | None,
 def cleanup(
     *, run_id: str | None = None, task_id: str | None = None, attempt: int | None = None, repeat: int | None = None
 ) -> CleanupReport:
-    """Remove every container, volume, overlay and port lease carrying `hcu.managed=1` and the given labels
-    (no arguments: everything hcu manages on this host). An attempt is found by its repeat and its attempt
-    number together: attempt 1 of repeat 1 and attempt 1 of repeat 2 are different attempts."""
+    """Remove every container, volume, overlay, port lease and memory reservation carrying `hcu.managed=1` and
+    the given labels (no arguments: everything hcu manages on this host). An attempt is found by its repeat and its
+    attempt number together: attempt 1 of repeat 1 and attempt 1 of repeat 2 are different attempts."""
     labels = selector(run_id=run_id, task_id=task_id, attempt=attempt, repeat=repeat)
     filters = {"label": [f"{k}={v}" for k, v in labels.items()]}
     report = CleanupReport()
@@ -54,4 +56,5 @@ def cleanup(
                 report.volumes.append(volume.name)
     report.overlays = [str(path) for path in overlays.remove_matching(labels)]
     report.port_leases = port_leases.release_matching(labels)
+    report.memory_reservations = memory.release_matching(labels)
     return report

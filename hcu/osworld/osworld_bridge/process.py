@@ -88,6 +88,8 @@ class OSWorldProcess:
         self._last_open: dict[str, Any] = {}
         self._stderr_reader: threading.Thread | None = None
         self._next_id = 0
+        self._starting = threading.Lock()
+        self._shut = False
         self.hello: dict[str, Any] = {}
 
     def __enter__(self) -> OSWorldProcess:
@@ -127,6 +129,12 @@ class OSWorldProcess:
         if proc is not None:
             self._kill(proc)
 
+    def shutdown(self) -> None:
+        """End the child now and start no other: the attempt is over (a call another thread is making fails)."""
+        with self._starting:
+            self._shut = True
+        self.kill()
+
     @staticmethod
     def _kill(proc: subprocess.Popen[bytes]) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -155,16 +163,19 @@ class OSWorldProcess:
     def _start(self) -> None:
         self.work_dir.mkdir(parents=True, exist_ok=True)
         self._answers = queue.Queue()
-        try:
-            proc = subprocess.Popen(
-                [str(self.python), "-m", "hcu.osworld.osworld_bridge.child"], stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=self.work_dir, env=child_env(),
-                start_new_session=True,  # its own process group: a deadline kills all of it
-            )
-        except OSError as exc:
-            raise OSWorldCodeError("osworld_python", f"{self.python} cannot be started: {exc}",
-                                   kind="missing_module") from None
-        self._proc = proc
+        with self._starting:  # a shutdown from another thread sees the child, or keeps it from starting
+            if self._shut:
+                raise OSWorldCodeError(self.what, "the OSWorld process was shut down (the attempt is over)")
+            try:
+                proc = subprocess.Popen(
+                    [str(self.python), "-m", "hcu.osworld.osworld_bridge.child"], stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=self.work_dir, env=child_env(),
+                    start_new_session=True,  # its own process group: a deadline kills all of it
+                )
+            except OSError as exc:
+                raise OSWorldCodeError("osworld_python", f"{self.python} cannot be started: {exc}",
+                                       kind="missing_module") from None
+            self._proc = proc
         threading.Thread(target=self._read_answers, args=(proc.stdout, self._answers), daemon=True).start()
         self._stderr_reader = threading.Thread(target=self._read_stderr, args=(proc.stderr,), daemon=True)
         self._stderr_reader.start()

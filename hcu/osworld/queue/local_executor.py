@@ -11,6 +11,7 @@ from subprocess import Popen
 
 from hcu.osworld.attempt.identity import AttemptId
 from hcu.osworld.attempt.lease import current_host
+from hcu.osworld.guest.host import check_host
 from hcu.osworld.queue.config import RunConfig, TaskSpec
 from hcu.osworld.queue.containers import cleanup_attempt, run_attempts_with_containers
 from hcu.osworld.queue.executor import Lost, QueueRefused
@@ -26,6 +27,7 @@ class LocalExecutor:
     name = "local"
 
     def __init__(self, config: RunConfig, runner: Sequence[str]) -> None:
+        check_host(config)  # before the first launch: this host can run the config's guests
         self.config, self.runner = config, list(runner)
         self.children: dict[str, Popen[bytes]] = {}
         self.host = NodeInfo(name=current_host(), host=current_host())

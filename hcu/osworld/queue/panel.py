@@ -123,6 +123,8 @@ class PanelQueue:
                         for name, note in notes.items()]
         self.last_launch = self.last_status = 0.0
         self.pause_until = max((n.moved_at + n.pause_launches_sec for n in notes.values() if n), default=0.0)
+        self.lowered = sum(1 for n in notes.values() if n and policy_for(n.failure_classification).lowers_active_tasks)
+        """How many attempts fewer than max_active_tasks run at once (errors.py `lowers_active_tasks`)."""
         self.recorded_nodes: dict[str, str] = {}
 
     def run(self) -> dict[str, str]:
@@ -190,8 +192,8 @@ class PanelQueue:
         elif view.state == "config_failed":  # set aside, so the next start runs it once the cause is fixed
             assert view.result is not None and view.result.failure_classification is not None
             reason = view.result.failure_message or view.result.failure_classification
-            if stop_on_config and not self.stopped:
-                self.stopped = f"launches stopped: task {view.task_id}: {reason}"[:500].splitlines()[0]
+            if stop_on_config:
+                self._stop(view.key, reason)
             self._set_aside(view, view.result.failure_classification, reason)
         else:
             assert view.result is not None and view.result.failure_classification is not None
@@ -200,6 +202,7 @@ class PanelQueue:
     def _set_aside(self, view: TaskView, classification: str, reason: str) -> None:
         """Move an infrastructure-failed or interrupted attempt to retries/<key>-<n>/ and queue the repeat."""
         pause = policy_for(classification).pause_launches_sec
+        self.lowered += policy_for(classification).lowers_active_tasks
         task_dir, name = self._result_dir(view.key), f"{view.key}-{view.attempt}"
         attempt_id = self._attempt_id(view.key, view.attempt)
         note = RetryNote(task_id=view.task_id, repeat=view.repeat, attempt=view.attempt,
@@ -236,6 +239,8 @@ class PanelQueue:
             if view.state in ("finished", "exhausted"):  # a runner killed after its result leaves containers
                 self.executor.remove_leftovers(self._attempt_id(key, active.attempt), active.node)
             if lost is not None and view.result is None:
+                if policy_for(lost.classification).stop_queue:  # e.g. a Ray node without KVM (host.check_host)
+                    self._stop(active.key, lost.reason)
                 self._set_aside(view, lost.classification, lost.reason)
             else:
                 self._take(view)
@@ -258,9 +263,17 @@ class PanelQueue:
                     return
             self._launch(self.pending.pop())
 
+    def _stop(self, key: str, reason: str) -> None:
+        """Launches stop for good, for the failure of the repeat `key` (the task id for repeat 1)."""
+        if not self.stopped:
+            self.stopped = f"launches stopped: task {key}: {reason}"[:500].splitlines()[0]
+
+    def _limit(self) -> int:
+        return max(1, self.config.max_active_tasks - self.lowered)
+
     def _slots(self) -> int:
         capacity = self.executor.capacity()
-        return self.config.max_active_tasks if capacity is None else min(capacity, self.config.max_active_tasks)
+        return self._limit() if capacity is None else min(capacity, self._limit())
 
     def _launch(self, key: str) -> None:
         task_id, repeat = split_repeat_key(key)
@@ -298,7 +311,9 @@ class PanelQueue:
         self.last_status = time.time()
         states = Counter(self.final.values())
         states.update(pending=len(self.pending), active=len(self.active))
-        view = StatusView(run_id=str(self.config.run_id), max_active_tasks=self.config.max_active_tasks,
+        if self.lowered:
+            note = f"{note} max_active_tasks lowered to {self._limit()}: guests ran out of memory.".strip()
+        view = StatusView(run_id=str(self.config.run_id), max_active_tasks=self._limit(),
                           states=states, active=list(self.active.values()), finishes=self.finishes,
                           retries=self.retries, pause_until=self.pause_until, note=note,
                           spend=self.spend.describe())

@@ -32,6 +32,7 @@ from ray.util import list_named_actors
 
 from hcu.gateway.scope_secret import ScopeKeyError
 from hcu.osworld.attempt.identity import AttemptId
+from hcu.osworld.errors import ConfigurationError
 from hcu.osworld.queue.admission import NodeCaps
 from hcu.osworld.queue.config import RunConfig, TaskSpec
 from hcu.osworld.queue.executor import Lost, QueueRefused
@@ -201,6 +202,9 @@ class RayExecutor:
             return False
         except NodeGatewayError as exc:  # raised by start() on the node, no credential in it
             remote.ended = Lost("gateway", str(exc.cause if hasattr(exc, "cause") else exc))
+            return True
+        except ConfigurationError as exc:  # start() on a node that cannot run the guest (host.check_host)
+            remote.ended = Lost("configuration", str(exc.cause if hasattr(exc, "cause") else exc))
             return True
         except RayActorError as exc:
             drained = Lost("node_lost", f"node {remote.placement.node} was drained mid-attempt")

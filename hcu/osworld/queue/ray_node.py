@@ -28,6 +28,7 @@ from typing import Any
 import orjson
 
 from hcu.osworld.attempt.identity import AttemptId
+from hcu.osworld.guest.host import check_host
 from hcu.osworld.guest.state_dir import state_dir
 from hcu.osworld.queue.admission import AdmissionSettings, NodeCaps
 from hcu.osworld.queue.config import RunConfig
@@ -122,6 +123,7 @@ class AttemptRunner:
             import ray
 
             assert self.config.ray is not None
+            check_host(self.config)  # this node can run the config's guests (the head maps a refusal)
             node_id, self.node = this_node(self.config.ray.slot_resource)
             agent = node_agent(self.config, node_id)
             gateway, token_log, key_file = ray.get(agent.gateway.remote(key), timeout=GATEWAY_TIMEOUT_SEC)
