@@ -7,7 +7,7 @@ split every row into its fields, doing nothing with them.
 
     python bench/bench_gateway_restore.py [--rows N]
 
-Target (issue 10): 1,000,000 rows in <= 3 s. Figures are printed, never asserted.
+Target: 1,000,000 rows in <= 3 s. Figures are printed, never asserted.
 """
 
 from __future__ import annotations

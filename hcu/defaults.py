@@ -110,6 +110,24 @@ class GatewayDefaults(BaseModel):
     """Longest a client connection may sit idle or take to send a complete request header."""
     max_connections_per_peer: int = 64
     """Open client connections allowed per peer address; more are closed at once."""
+    max_body_bytes: int = 64 * 1024 * 1024
+    """Largest request body, as sent and as decoded: a screenshot-heavy request fits."""
+    body_bytes_per_peer: int = 256 * 1024 * 1024
+    """Request bodies one peer address may have in the gateway's memory at once (read or being forwarded)."""
+    body_idle_timeout_sec: float = 30.0
+    """Longest pause while a client sends its request body."""
+    body_timeout_sec: float = 120.0
+    """Longest a client may take to send its whole request body."""
+    drain_timeout_sec: float = 120.0
+    """After a client leaves a generation, how long the gateway keeps reading the upstream's answer to learn
+    whether it completed (and so counts)."""
+    drain_max_bytes: int = 64 * 1024 * 1024
+    """After a client leaves a generation, how much more of the upstream's answer the gateway reads."""
+    client_write_timeout_sec: float = 60.0
+    """Longest a client may leave a stream unread (the gateway's writes to it waiting) before it counts as
+    gone; the generation is then read on as for any client that left."""
+    max_log_field_chars: int = 256
+    """Longest text field of a token-log row (model, ids); longer values are cut and their length recorded."""
 
 
 GATEWAY = GatewayDefaults()

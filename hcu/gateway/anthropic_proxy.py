@@ -13,7 +13,7 @@ import orjson
 
 from hcu.gateway import cli
 from hcu.gateway.credentials import StaticCredential
-from hcu.gateway.provider import Provider, Signal, StreamWatch, Verdict, as_dict, as_int, loads_or_none
+from hcu.gateway.provider import Provider, Signal, StreamWatch, Verdict, as_dict, as_int, as_str, loads_or_none
 from hcu.gateway.routes import route
 from hcu.gateway.tokenlog import TokenUsage
 
@@ -53,7 +53,7 @@ class AnthropicWatch(StreamWatch):
             return Signal.CONTENT
         if name == "message_start":
             message = as_dict(as_dict(loads_or_none(data)).get("message"))
-            self.response_id = message.get("id")
+            self.response_id = as_str(message.get("id"))
             self.usage = usage_of(message.get("usage"))
             return Signal.PREAMBLE
         if name == "ping":
@@ -64,18 +64,16 @@ class AnthropicWatch(StreamWatch):
                 self.usage.output_tokens = output
             return Signal.CONTENT
         if name == "message_stop":
-            self.succeeded = True
-            return Signal.SUCCESS
+            return self.end(Signal.SUCCESS)
         if name == "error":
-            self.errored = True
-            return error_signal(loads_or_none(data))
+            return self.end(error_signal(loads_or_none(data)))
         return Signal.OTHER
 
 
 class AnthropicProvider(Provider):
     name = "anthropic"
     routes = ROUTES
-    query_params = frozenset({"beta"})
+    query_params = {"beta": None}
     rate_limit_statuses = frozenset({429, 529})
 
     def error_verdict(self, status: int, body: bytes) -> Verdict:
@@ -88,7 +86,7 @@ class AnthropicProvider(Provider):
         if obj.get("type") == "error":
             return Verdict(error_signal(obj))
         signal = Signal.SUCCESS if obj.get("type") == "message" else Signal.ERROR
-        return Verdict(signal, usage_of(obj.get("usage")), obj.get("id"))
+        return Verdict(signal, usage_of(obj.get("usage")), as_str(obj.get("id")))
 
     def watch(self, rest: str) -> StreamWatch:
         return AnthropicWatch()
@@ -101,11 +99,11 @@ class AnthropicProvider(Provider):
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    args = cli.parser("hcu.gateway.anthropic_proxy", multi_port=False).parse_args(argv)
-    scheme, upstream, base_path = cli.base_from_env("OSW_ANTHROPIC_UPSTREAM_BASE", None)
-    token = cli.token_from_env("OSW_ANTHROPIC_UPSTREAM_TOKEN")
-    provider = AnthropicProvider(StaticCredential("x-api-key", token), scheme, base_path)
-    cli.run(args, provider, [upstream], [])
+    cli.serve_one_upstream(
+        "hcu.gateway.anthropic_proxy", argv, base_env="OSW_ANTHROPIC_UPSTREAM_BASE", default_base=None,
+        token_env="OSW_ANTHROPIC_UPSTREAM_TOKEN",
+        provider=lambda token, scheme, path: AnthropicProvider(StaticCredential("x-api-key", token), scheme, path),
+    )
 
 
 if __name__ == "__main__":

@@ -29,26 +29,28 @@ def parse_duration(text: str) -> float | None:
     return sum(float(n) * _UNIT_SEC[u] for n, u in parts)
 
 
-def _retry_after(value: str) -> float | None:
+def _retry_after(value: str, now: float) -> float | None:
     try:
         return max(0.0, float(value))
     except ValueError:
         pass
     try:
-        return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+        return max(0.0, parsedate_to_datetime(value).timestamp() - now)
     except (TypeError, ValueError, IndexError, OverflowError):
         return None
 
 
-def hint_from_headers(headers: Mapping[str, str]) -> float | None:
-    """Seconds the upstream asks us to wait, from `retry-after-ms`, `retry-after` (seconds or HTTP date) or
-    the later of `x-ratelimit-reset-requests`/`-tokens`; None when it gave no usable hint."""
+def hint_from_headers(headers: Mapping[str, str], now: float | None = None) -> float | None:
+    """Seconds the upstream asks us to wait, from `retry-after-ms`, `retry-after` (seconds or an HTTP date,
+    against Unix time `now`) or the later of `x-ratelimit-reset-requests`/`-tokens`; None when it gave no
+    usable hint."""
     if (ms := headers.get("retry-after-ms")) is not None:
         try:
             return max(0.0, float(ms) / 1000)
         except ValueError:
             pass
-    if (ra := headers.get("retry-after")) is not None and (sec := _retry_after(ra)) is not None:
+    ra = headers.get("retry-after")
+    if ra is not None and (sec := _retry_after(ra, time.time() if now is None else now)) is not None:
         return sec
     resets = [
         parse_duration(headers[h])

@@ -12,11 +12,11 @@ state of a scope that did is a few slots (the wake-up event exists only while a 
 from __future__ import annotations
 
 import asyncio
-import time
 from dataclasses import dataclass
 
 from pydantic import BaseModel
 
+from hcu.gateway.clock import SYSTEM_CLOCK, Clock
 from hcu.gateway.tokenlog import Outcome
 
 FAILURES_TO_FAIL_TASK = 5
@@ -34,6 +34,8 @@ class TaskStateView(BaseModel):
     rate_limit_wait_sec: float = 0.0
     rate_limit_waits: int = 0
     waiting_now: bool = False
+    waiting_for_slot: int = 0
+    """Requests waiting now for a budget slot that in-flight requests hold."""
     refused: int = 0
     last_activity_at: float | None = None
 
@@ -46,6 +48,7 @@ class TaskState:
     rate_limit_wait_sec: float = 0.0
     rate_limit_waits: int = 0
     waiting_now: int = 0
+    waiting_for_slot: int = 0
     refused: int = 0
     failed: bool = False
     last_activity_at: float | None = None
@@ -70,8 +73,9 @@ class TaskState:
 class Budget:
     """Calls allowed per task and the state of every task that made a generation."""
 
-    def __init__(self, max_requests_per_task: int) -> None:
+    def __init__(self, max_requests_per_task: int, clock: Clock = SYSTEM_CLOCK) -> None:
         self.limit = max_requests_per_task
+        self.clock = clock
         """0 = no budget (the run config's max_model_calls: 0)."""
         self.tasks: dict[str, TaskState] = {}
 
@@ -97,7 +101,11 @@ class Budget:
             if st.settled is None:
                 st.settled = asyncio.Event()
             st.settled.clear()
-            await st.settled.wait()
+            st.waiting_for_slot += 1
+            try:
+                await st.settled.wait()
+            finally:
+                st.waiting_for_slot -= 1
 
     def settle(self, task: str, reserved: bool, outcome: Outcome, counted: bool, generation: bool) -> int:
         """End one request: release its reservation, apply its outcome; returns the task's calls used."""
@@ -111,7 +119,7 @@ class Budget:
                 if st.in_flight == 0:
                     st.settled = None  # every waiter was woken and holds its own reference
         st.record(outcome, counted, generation)
-        st.last_activity_at = time.time()
+        st.last_activity_at = self.clock.time()
         return st.calls_used
 
     def add_wait(self, task: str, seconds: float) -> None:
@@ -134,6 +142,7 @@ class Budget:
             rate_limit_wait_sec=round(st.rate_limit_wait_sec, 3),
             rate_limit_waits=st.rate_limit_waits,
             waiting_now=st.waiting_now > 0,
+            waiting_for_slot=st.waiting_for_slot,
             refused=st.refused,
             last_activity_at=st.last_activity_at,
         )

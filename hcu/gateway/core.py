@@ -4,6 +4,12 @@
 Before anything is forwarded a request passes three checks, cheapest first: a well-formed task scope, the
 scope's secret when per-task secrets are on (else 403, no row, no state: a guest cannot touch another
 task), and the provider's allow-list (else 404 in the provider's error shape, logged, never forwarded).
+
+`/healthz` has two levels. Anyone learns that the gateway is up. The details (budget, token log, scope key
+id, upstreams, how many tasks it serves) need `?task=<scope>` (with per-task secrets on, and that scope's
+secret as the credential), or a connection from this host (`hcu.gateway.host_peer`: loopback, or any address
+of this host, such as the host calling its own bridge address). A scope's state always needs its secret when
+secrets are on.
 """
 
 from __future__ import annotations
@@ -16,7 +22,9 @@ import orjson
 from aiohttp import web
 
 from hcu.gateway.exchange import Exchange
+from hcu.gateway.host_peer import from_this_host
 from hcu.gateway.listener import serve
+from hcu.gateway.log_redaction import redact_logs
 from hcu.gateway.routes import match_route, valid_scope
 from hcu.gateway.state import STATE, GatewayConfig, GatewayState
 
@@ -44,20 +52,26 @@ async def handle(request: web.Request) -> web.StreamResponse:
 
 async def healthz(request: web.Request) -> web.Response:
     s = request.app[STATE]
+    task = request.query.get("task")
+    if task is not None:
+        if not valid_scope(task):
+            return web.json_response({"error": "task: expected a task scope"}, status=400)
+        if s.scope_guard is not None and not s.scope_guard.allows(task, request.headers, {}):
+            return web.json_response({"error": f"the state of task scope {task} needs its secret"}, status=403)
+    elif not from_this_host(request):
+        return web.json_response({"status": "up"})
     body: dict[str, object] = {
+        "status": "up",
         "provider": s.provider.name,
         "max_requests_per_task": s.config.max_requests_per_task,
-        "rate_limit_max_wait": s.config.rate_limit_max_wait,
+        "rate_limit_max_wait": s.config.rate_limit_max_wait_sec,
         "upstreams": [u.label for u in s.pool.upstreams],
         "tasks": len(s.budget.tasks),
         "scope_secrets": s.scope_guard is not None,
         "scope_key_id": s.scope_guard.key_id if s.scope_guard is not None else None,
         "token_log": s.token_log.status(),
     }
-    if "task" in request.query:
-        task = request.query["task"]
-        if s.scope_guard is not None and not s.scope_guard.allows(task, request.headers, {}):
-            return web.json_response({"error": f"the state of task scope {task} needs its secret"}, status=403)
+    if task is not None:
         body["task"] = s.budget.view(task).model_dump()
     return web.Response(body=orjson.dumps(body), content_type="application/json")
 
@@ -65,7 +79,8 @@ async def healthz(request: web.Request) -> web.Response:
 async def _lifecycle(app: web.Application):
     s = app[STATE]
     timeout = aiohttp.ClientTimeout(
-        total=None, sock_connect=s.config.connect_timeout_sec, sock_read=s.config.idle_timeout_sec
+        total=None, sock_connect=s.config.upstream_connect_timeout_sec,
+        sock_read=s.config.upstream_idle_timeout_sec,
     )
     # DummyCookieJar: cookies set by the upstream for one task must never ride along with another's requests
     s.session = aiohttp.ClientSession(
@@ -88,11 +103,20 @@ async def _retry_token_log(s: GatewayState) -> None:
             s.token_log.flush()
 
 
+async def _end_exchanges(app: web.Application) -> None:
+    """At shutdown, before the server waits for its handlers: end every request still being served (one
+    reading a left client's answer may have minutes to go); each writes its row."""
+    for handler in list(app[STATE].exchanges):
+        handler.cancel()
+
+
 def build_app(state: GatewayState) -> web.Application:
     """The gateway app; serve it with `hcu.gateway.listener.serve`."""
     app = web.Application()
     app[STATE] = state
+    redact_logs(state.provider.credential.secret_values)
     app.cleanup_ctx.append(_lifecycle)
+    app.on_shutdown.append(_end_exchanges)
     app.router.add_get("/healthz", healthz)
     app.router.add_route("*", "/{tail:.*}", handle)
     return app

@@ -7,8 +7,9 @@ stores or prints them.
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import Any, Protocol
+
+from hcu.gateway.clock import SYSTEM_CLOCK, Clock
 
 AZURE_SCOPE = "https://cognitiveservices.azure.com/.default"
 MIN_SCRUBBED_LEN = 8
@@ -62,13 +63,15 @@ class AzureTokenCredential:
     `get_token` of azure-identity blocks (it may run `az` or call IMDS), so it runs in a worker thread, and
     one lock makes concurrent requests share a single refresh."""
 
-    def __init__(self, credential: TokenCredential | None = None, scope: str = AZURE_SCOPE) -> None:
+    def __init__(self, credential: TokenCredential | None = None, scope: str = AZURE_SCOPE,
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         if credential is None:
             from azure.identity import DefaultAzureCredential
 
             credential = DefaultAzureCredential()
         self._credential = credential
         self._scope = scope
+        self._clock = clock
         self._token: str | None = None
         self._expires_on = 0.0
         self._lock = asyncio.Lock()
@@ -84,7 +87,7 @@ class AzureTokenCredential:
         return (self._token.encode(),) if self._token else ()
 
     def _stale(self) -> bool:
-        return self._token is None or time.time() > self._expires_on - REFRESH_MARGIN_SEC
+        return self._token is None or self._clock.time() > self._expires_on - REFRESH_MARGIN_SEC
 
     async def _refresh(self) -> None:
         try:

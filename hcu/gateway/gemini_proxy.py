@@ -15,7 +15,7 @@ import orjson
 from hcu.gateway import cli
 from hcu.gateway.backoff import parse_duration
 from hcu.gateway.credentials import StaticCredential
-from hcu.gateway.provider import Provider, Signal, StreamWatch, Verdict, as_dict, as_int, loads_or_none
+from hcu.gateway.provider import Provider, Signal, StreamWatch, Verdict, as_dict, as_int, as_str, loads_or_none
 from hcu.gateway.routes import route
 from hcu.gateway.tokenlog import TokenUsage
 
@@ -64,20 +64,22 @@ class GeminiWatch(StreamWatch):
         obj = as_dict(loads_or_none(data))
         if "error" in obj:
             verdict = error_verdict_of(obj["error"])
-            self.errored, self.retry_after_sec = True, verdict.retry_after_sec
-            return verdict.signal
-        self.response_id = obj.get("responseId") or self.response_id
+            return self.end(verdict.signal, verdict.retry_after_sec)
+        self.response_id = as_str(obj.get("responseId")) or self.response_id
         if "usageMetadata" in obj:
             self.usage = usage_of(obj["usageMetadata"])
         if any(isinstance(c, dict) and c.get("finishReason") for c in obj.get("candidates") or []):
-            self.succeeded = True
+            self.end(Signal.SUCCESS)
         return Signal.CONTENT if obj else Signal.OTHER
 
 
 class GeminiProvider(Provider):
     name = "gemini"
     routes = ROUTES
-    query_params = frozenset({"alt"})
+    query_params = {"alt": frozenset({"sse"})}
+    """`alt=sse` is what the SDK and Gemini CLI stream with; `alt=proto` answers are not JSON, so the gateway
+    could not tell a success from a failure."""
+    single_generation_fields = (("generationConfig", "candidateCount"),)
 
     def model_of(self, rest: str, body: object) -> str | None:
         match = _MODEL.search(rest)
@@ -92,7 +94,7 @@ class GeminiProvider(Provider):
         if "error" in last:
             return error_verdict_of(last["error"])
         signal = Signal.SUCCESS if "candidates" in last or "totalTokens" in last else Signal.ERROR
-        return Verdict(signal, usage_of(last.get("usageMetadata")), last.get("responseId"))
+        return Verdict(signal, usage_of(last.get("usageMetadata")), as_str(last.get("responseId")))
 
     def watch(self, rest: str) -> StreamWatch:
         return GeminiWatch()
@@ -105,11 +107,11 @@ class GeminiProvider(Provider):
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    args = cli.parser("hcu.gateway.gemini_proxy", multi_port=False).parse_args(argv)
-    scheme, upstream, base_path = cli.base_from_env("OSW_GEMINI_UPSTREAM_BASE", DEFAULT_BASE)
-    token = cli.token_from_env("OSW_GEMINI_UPSTREAM_TOKEN")
-    provider = GeminiProvider(StaticCredential("x-goog-api-key", token), scheme, base_path)
-    cli.run(args, provider, [upstream], [])
+    cli.serve_one_upstream(
+        "hcu.gateway.gemini_proxy", argv, base_env="OSW_GEMINI_UPSTREAM_BASE", default_base=DEFAULT_BASE,
+        token_env="OSW_GEMINI_UPSTREAM_TOKEN",
+        provider=lambda token, scheme, path: GeminiProvider(StaticCredential("x-goog-api-key", token), scheme, path),
+    )
 
 
 if __name__ == "__main__":

@@ -8,8 +8,10 @@ or slow clients would hold descriptors until the gateway can accept nothing. Her
   idle keep-alive and for a header sent byte by byte.
 - at most `max_connections_per_peer` open connections per peer address; further ones are closed at once,
   so one guest cannot take every descriptor.
-- the server leaves request bodies as sent (`auto_decompress=False`): a compressed body is forwarded with
-  its Content-Encoding, and inflated only for inspection, within the body limit.
+- the server leaves request bodies as sent (`auto_decompress=False`): `hcu.gateway.request_body` decodes
+  them itself, completely and within the body limit, and forwards what it decoded.
+- a client that leaves does not cancel its handler (aiohttp's `handler_cancellation` is off): the exchange
+  learns it through `on_client_lost` and decides itself what ends at once and what runs on.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
@@ -32,6 +35,8 @@ class _PeerLimited(asyncio.Protocol):
     def __init__(self, inner: asyncio.Protocol, peers: Counter[str], limit: int) -> None:
         self.inner, self.peers, self.limit = inner, peers, limit
         self.peer: str | None = None
+        self.on_lost: Callable[[], None] | None = None
+        """Told first when the connection goes (the request being served now registers it)."""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         peername = transport.get_extra_info("peername")
@@ -50,6 +55,8 @@ class _PeerLimited(asyncio.Protocol):
         self.peers[self.peer] -= 1
         if not self.peers[self.peer]:
             del self.peers[self.peer]
+        if self.on_lost is not None:
+            self.on_lost()
         self.inner.connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
@@ -86,12 +93,28 @@ class PeerLimitedSite(web.BaseSite):
         )
 
 
+def on_client_lost(request: web.Request, callback: Callable[[], None]) -> Callable[[], None]:
+    """Call `callback` when the client's connection goes while `request` is served; returns the function that
+    stops watching (call it when the request ends)."""
+    transport = request.transport
+    protocol = transport.get_protocol() if transport is not None else None
+    if not isinstance(protocol, _PeerLimited):
+        return lambda: None
+    protocol.on_lost = callback
+
+    def stop() -> None:
+        if protocol.on_lost is callback:
+            protocol.on_lost = None
+
+    return stop
+
+
 async def serve(app: web.Application, host: str, ports: list[int]) -> web.AppRunner:
     """Start one listener per port on one shared app (one shared state, one count of connections per
-    peer). A client that leaves cancels its handler (`handler_cancellation`), and so its upstream request."""
+    peer)."""
     state = app[STATE]
     kwargs: dict[str, Any] = {"keepalive_timeout": state.config.header_timeout_sec, "auto_decompress": False}
-    runner = web.AppRunner(app, handler_cancellation=True, access_log=None, **kwargs)
+    runner = web.AppRunner(app, handler_cancellation=False, access_log=None, **kwargs)
     await runner.setup()
     peers: Counter[str] = Counter()
     for port in ports:

@@ -2,7 +2,7 @@
 
     [OSW_OPENAI_UPSTREAM_TOKEN=<secret>] python -m hcu.gateway.openai_proxy --host H --ports P[,P2...]
         --upstreams U[,U@deployment,...] [--upstream-kind azure|openai] [--upstream-scheme https|http]
-        [--pin-resources R1,R2] --out LOG --max-requests-per-task N [--rate-limit-max-wait 300] ...
+        [--pin-resources R1,R2] --out LOG --max-requests-per-task N [--rate-limit-max-wait SEC] ...
 
 The upstream token comes from OSW_OPENAI_UPSTREAM_TOKEN (`--upstream-token` still works, but every local user
 can read a command line). Azure without a token uses Entra ID (`az login`, managed identity).
@@ -22,9 +22,11 @@ from collections.abc import Sequence
 import orjson
 
 from hcu.gateway import cli
+from hcu.gateway.body_json import field
 from hcu.gateway.credentials import AzureTokenCredential, Credential, StaticCredential
-from hcu.gateway.pool import Upstream, UpstreamSpecError, parse_upstreams
-from hcu.gateway.provider import Provider, Signal, StreamWatch, Verdict, as_dict, as_int, loads_or_none
+from hcu.gateway.options import OpenAIOptions
+from hcu.gateway.pool import Upstream, parse_upstreams
+from hcu.gateway.provider import Provider, Signal, StreamWatch, Verdict, as_dict, as_int, as_str, loads_or_none
 from hcu.gateway.routes import route
 from hcu.gateway.tokenlog import TokenUsage
 
@@ -104,8 +106,7 @@ class OpenAIWatch(StreamWatch):
     def event(self, name: str | None, data: bytes) -> Signal:
         if name is None or name == "message":
             if data == b"[DONE]":
-                self.succeeded = True
-                return Signal.SUCCESS
+                return self.end(Signal.SUCCESS)
             obj = as_dict(loads_or_none(data))
             name = obj.get("type")
             if name is None:
@@ -118,13 +119,13 @@ class OpenAIWatch(StreamWatch):
 
     def _responses_event(self, name: str, obj: dict) -> Signal:
         response = as_dict(obj.get("response"))
-        self.response_id = response.get("id") or self.response_id
+        self.response_id = as_str(response.get("id")) or self.response_id
         if name in PREAMBLE_EVENTS:
             return Signal.PREAMBLE
         if name in SUCCESS_EVENTS:
-            self.usage = usage_of(response.get("usage"))
-            self.succeeded = True
-            return Signal.SUCCESS
+            if self.verdict is None:
+                self.usage = usage_of(response.get("usage"))
+            return self.end(Signal.SUCCESS)
         if name == "response.failed":
             return self._error(response.get("error"))
         if name == "error":
@@ -134,23 +135,22 @@ class OpenAIWatch(StreamWatch):
     def _chat_chunk(self, obj: dict) -> Signal:
         if obj.get("error"):
             return self._error(obj["error"])
-        self.response_id = obj.get("id") or self.response_id
+        self.response_id = as_str(obj.get("id")) or self.response_id
         if obj.get("usage"):
             self.usage = usage_of(obj["usage"])
             return Signal.CONTENT
         return Signal.CONTENT if any(map(_says_something, obj.get("choices") or [])) else Signal.PREAMBLE
 
     def _error(self, error: object) -> Signal:
-        signal, self.retry_after_sec = error_signal(error)
-        self.errored = True
-        return signal
+        return self.end(*error_signal(error))
 
 
 class OpenAIProvider(Provider):
     name = "openai"
     routes = ROUTES
-    query_params = frozenset({"api-version"})
+    query_params = {"api-version": None}
     refused_body_flags = ("background",)
+    single_generation_fields = (("n",),)
 
     def __init__(self, credential: Credential, scheme: str = "https", kind: str = "azure") -> None:
         super().__init__(credential, scheme)
@@ -165,7 +165,7 @@ class OpenAIProvider(Provider):
         return upstream.deployment if self.kind == "azure" else None
 
     def continues_state(self, body: object) -> bool:
-        return bool(as_dict(body).get("previous_response_id"))
+        return bool(field(body, "previous_response_id") or field(body, "conversation"))
 
     def error_verdict(self, status: int, body: bytes) -> Verdict:
         error = as_dict(as_dict(loads_or_none(body)).get("error"))
@@ -175,7 +175,7 @@ class OpenAIProvider(Provider):
 
     def json_verdict(self, body: object) -> Verdict:
         obj = as_dict(body)
-        usage, rid = usage_of(obj.get("usage")), obj.get("id")
+        usage, rid = usage_of(obj.get("usage")), as_str(obj.get("id"))
         if obj.get("error"):
             signal, hint = error_signal(obj["error"])
             return Verdict(signal, usage, rid, hint)
@@ -198,33 +198,21 @@ class OpenAIProvider(Provider):
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = cli.parser("hcu.gateway.openai_proxy", multi_port=True)
-    parser.add_argument("--upstreams", required=True)
-    parser.add_argument("--upstream-kind", choices=("azure", "openai"), default="azure")
-    parser.add_argument("--upstream-scheme", choices=("https", "http"), default="https")
-    parser.add_argument("--upstream-token", help=f"visible to every local user through ps: prefer {TOKEN_ENV}")
-    parser.add_argument("--pin-resources", default="")
-    args = parser.parse_args(argv)
-    try:
-        upstreams = parse_upstreams(args.upstreams)
-    except UpstreamSpecError as exc:
-        cli.fail(str(exc))
-    pins = args.pin_resources.split(",") if args.pin_resources else []
-    if any(not p or " " in p for p in pins):
-        cli.fail("--pin-resources: expected a comma-separated list of resource names")
-    token = args.upstream_token or os.environ.get(TOKEN_ENV, "").strip()
-    if args.upstream_kind == "openai" and not token:
-        cli.fail(f"{TOKEN_ENV}: environment variable is missing or empty (required with --upstream-kind openai)")
+    shell = cli.Shell("hcu.gateway.openai_proxy", OpenAIOptions)
+    opts = shell.parse(argv)
+    token = opts.upstream_token or os.environ.get(TOKEN_ENV, "").strip()
+    if opts.upstream_kind == "openai" and not token:
+        shell.fail(f"{TOKEN_ENV}: environment variable is missing or empty (required with --upstream-kind openai)")
     credential: Credential
     if token:
-        header = "api-key" if args.upstream_kind == "azure" else "Authorization"
+        header = "api-key" if opts.upstream_kind == "azure" else "Authorization"
         credential = StaticCredential(header, token if header == "api-key" else f"Bearer {token}")
     else:
         credential = AzureTokenCredential()
     warnings = [f"--upstream-token: the token on the command line is visible to every local user (ps); "
-                f"set {TOKEN_ENV} instead"] if args.upstream_token else []
-    provider = OpenAIProvider(credential, args.upstream_scheme, args.upstream_kind)
-    cli.run(args, provider, upstreams, pins, warnings)
+                f"set {TOKEN_ENV} instead"] if opts.upstream_token else []
+    provider = OpenAIProvider(credential, opts.upstream_scheme, opts.upstream_kind)
+    shell.run(opts, provider, parse_upstreams(opts.upstreams), opts.pins(), warnings)
 
 
 if __name__ == "__main__":

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import itertools
 import re
-import time
 from dataclasses import dataclass, field
+
+from hcu.gateway.clock import SYSTEM_CLOCK, Clock
 
 _HOST = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?(:\d{1,5})?$")
 _DEPLOYMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -75,6 +76,7 @@ class Pool:
     upstreams: list[Upstream]
     pin_resources: list[str] = field(default_factory=list)
     placements: dict[str, Placement] = field(default_factory=dict)
+    clock: Clock = SYSTEM_CLOCK
 
     def __post_init__(self) -> None:
         self._pins = itertools.cycle(self.pin_resources) if self.pin_resources else None
@@ -82,7 +84,7 @@ class Pool:
     def place(self, task: str, continues_state: bool) -> Placement:
         """The placement for the next request of `task` (assigning one on its first request)."""
         placement = self.placements.get(task)
-        now = time.monotonic()
+        now = self.clock.monotonic()
         if placement is None:
             best = self._best(self.upstreams, now)
             best.tasks += 1
@@ -109,7 +111,7 @@ class Pool:
 
     def move(self, task: str, placement: Placement) -> bool:
         """Move a task to another deployment of its resource outside cooldown; False if there is none."""
-        now = time.monotonic()
+        now = self.clock.monotonic()
         current = placement.upstream
         siblings = [
             u for u in self.upstreams if u.resource == current.resource and u is not current and not u.cooling(now)
@@ -126,10 +128,9 @@ class Pool:
     def _best(candidates: list[Upstream], now: float) -> Upstream:
         return max(candidates, key=lambda u: (not u.cooling(now), u.remaining_tokens, -u.tasks))
 
-    @staticmethod
-    def cool_down(upstream: Upstream, seconds: float) -> None:
+    def cool_down(self, upstream: Upstream, seconds: float) -> None:
         """Put a deployment in cooldown; a later, longer hint extends it, a shorter one never shortens it."""
-        upstream.cooldown_until = max(upstream.cooldown_until, time.monotonic() + seconds)
+        upstream.cooldown_until = max(upstream.cooldown_until, self.clock.monotonic() + seconds)
 
     @staticmethod
     def saw_remaining(upstream: Upstream, value: str | None) -> None:

@@ -9,10 +9,12 @@ refusing, waiting, retrying, counting and logging live in the core.
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import orjson
 
+from hcu.gateway.body_json import field
 from hcu.gateway.credentials import Credential
 from hcu.gateway.pool import Upstream
 from hcu.gateway.routes import Route
@@ -52,8 +54,17 @@ def as_dict(value: object) -> dict:
     return value if isinstance(value, dict) else {}
 
 
+MAX_COUNT = 1 << 62
+"""Token counts past this are not counts (and would not fit the log's integers)."""
+
+
 def as_int(value: object) -> int:
-    return value if isinstance(value, int) else 0
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < MAX_COUNT else 0
+
+
+def as_str(value: object) -> str | None:
+    """An id from an upstream's answer: a string, or nothing."""
+    return value if isinstance(value, str) else None
 
 
 class StreamWatch:
@@ -63,15 +74,22 @@ class StreamWatch:
         self.usage: TokenUsage | None = None
         self.response_id: str | None = None
         self.retry_after_sec: float | None = None
-        self.succeeded = False
-        self.errored = False
+        self.verdict: Signal | None = None
+        """The stream's first terminal event: SUCCESS, ERROR or RATE_LIMIT. Nothing after it changes the
+        verdict: a completed answer followed by a late error event is a success."""
 
     def event(self, name: str | None, data: bytes) -> Signal:
         raise NotImplementedError
 
-    def finish(self) -> bool:
-        """At the end of the stream: did it end in success?"""
-        return self.succeeded and not self.errored
+    def end(self, signal: Signal, retry_after_sec: float | None = None) -> Signal:
+        """Record a terminal event (only the first counts); returns `signal` for the caller to pass on."""
+        if self.verdict is None:
+            self.verdict, self.retry_after_sec = signal, retry_after_sec
+        return signal
+
+    @property
+    def succeeded(self) -> bool:
+        return self.verdict is Signal.SUCCESS
 
 
 class Provider:
@@ -80,10 +98,15 @@ class Provider:
     name = ""
     routes: tuple[Route, ...] = ()
     """The allow-list: (method, path pattern, kind) of every call the gateway forwards."""
-    query_params: frozenset[str] = frozenset()
-    """Query parameters of the API that pass through; any other (`key=`, `access_token=`...) is dropped."""
+    query_params: Mapping[str, frozenset[str] | None] = {}
+    """Query parameters of the API that pass through, each with the values it may take (None: any); any other
+    parameter (`key=`, `access_token=`...) is dropped."""
     refused_body_flags: tuple[str, ...] = ()
-    """Top-level body fields that, when true, ask for execution the budget cannot follow (`background`)."""
+    """Top-level body fields that, unless false or absent, ask for execution the budget cannot follow
+    (`background`)."""
+    single_generation_fields: tuple[tuple[str, ...], ...] = ()
+    """Paths of body fields that ask for several generations in one call (`n`, `candidateCount`): anything but
+    absent or 1 is refused, since the budget counts calls."""
     rate_limit_statuses: frozenset[int] = frozenset({429})
 
     def __init__(self, credential: Credential, scheme: str = "https", base_path: str = "") -> None:
@@ -103,8 +126,7 @@ class Provider:
         return None
 
     def model_of(self, rest: str, body: object) -> str | None:
-        model = as_dict(body).get("model")
-        return model if isinstance(model, str) else None
+        return as_str(field(body, "model"))
 
     def continues_state(self, body: object) -> bool:
         """Whether the request continues server-side state on the upstream that produced it."""

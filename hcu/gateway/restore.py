@@ -20,7 +20,7 @@ import orjson
 
 from hcu.gateway.budget import TaskState
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("hcu.gateway")
 
 CHUNK_BYTES = 16 * 1024 * 1024
 TRACKED = frozenset({"success", "failed", "rate_limited", "refused_budget", "disconnected"})

@@ -9,8 +9,11 @@ upstream with the real credential. Path segments are plain names: no dot segment
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
+
+from hcu.gateway.refusal import Refused
 
 SEGMENT = r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,199}"
 """One path segment: a name that cannot be `.` or `..` and carries no percent-encoding."""
@@ -47,9 +50,22 @@ def match_route(routes: tuple[Route, ...], method: str, rest: str) -> Route | No
     return None
 
 
-def filter_query(raw_query: str, allowed: frozenset[str]) -> str:
+def filter_query(raw_query: str, allowed: Mapping[str, frozenset[str] | None]) -> str:
     """Only the query parameters of the provider's API (`api-version`, `beta`, `alt`); anything else, such as
-    a client's `key=` or `access_token=`, is dropped."""
+    a client's `key=` or `access_token=`, is dropped. Refused (403) for a value the API's CLIs never send
+    (`alt=proto`), and for a parameter given twice (upstreams differ on which one they read)."""
     if not raw_query:
         return ""
-    return "&".join(part for part in raw_query.split("&") if part.split("=", 1)[0] in allowed)
+    kept: dict[str, str] = {}
+    for part in raw_query.split("&"):
+        name, _, value = part.partition("=")
+        if name not in allowed:
+            continue
+        if name in kept:
+            raise Refused(403, "unsupported_request", f"query parameter {name} is given twice")
+        values = allowed[name]
+        if values is not None and value not in values:
+            raise Refused(403, "unsupported_request", f"{name}={value[:40]}: the gateway serves only "
+                          f"{' or '.join(f'{name}={v}' for v in sorted(values))}")
+        kept[name] = part
+    return "&".join(kept.values())

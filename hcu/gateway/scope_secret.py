@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
+import re
 import secrets
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -23,6 +24,9 @@ KEY_BYTES = 32
 SECRET_PREFIX = "hcu1-"
 _KEY_ID_MESSAGE = b"hcu scope key id"
 CREDENTIAL_HEADERS = ("authorization", "x-api-key", "api-key", "x-goog-api-key")
+SECRET_SHAPE = re.compile(SECRET_PREFIX + "[0-9A-Fa-f]*")
+"""Anything that looks like a scope secret (or the start of one), wherever a guest wrote it."""
+SECRET_SHOWN_AS = "[scope secret]"
 
 
 class ScopeKeyError(ValueError):
@@ -64,6 +68,11 @@ def _create(path: Path) -> None:
             temp.unlink()
     except OSError as exc:
         raise ScopeKeyError(f"cannot create {path} ({exc.strerror})") from None
+
+
+def redact_secrets(text: str) -> str:
+    """`text` with everything shaped like a scope secret replaced (a no-op scan when there is none)."""
+    return SECRET_SHAPE.sub(SECRET_SHOWN_AS, text) if SECRET_PREFIX in text else text
 
 
 def scope_secret(key: bytes, scope: str) -> str:

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
-import time
 from pathlib import Path
 
 import aiohttp
 from aiohttp import web
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
 
+from hcu.defaults import GatewayDefaults
 from hcu.gateway.budget import Budget
+from hcu.gateway.clock import SYSTEM_CLOCK, Clock
 from hcu.gateway.pool import Pool
 from hcu.gateway.provider import Provider
-from hcu.gateway.request_body import MAX_BODY_BYTES
+from hcu.gateway.request_body import BodyLimits, PeerBodies
 from hcu.gateway.restore import restore
 from hcu.gateway.scope_secret import ScopeGuard, load_or_create_key
 from hcu.gateway.tokenlog import TokenLog
@@ -21,23 +23,16 @@ from hcu.gateway.tokenlog import TokenLog
 log = logging.getLogger("hcu.gateway")
 
 
-class GatewayConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class GatewayConfig(GatewayDefaults):
+    """One gateway process's settings: what it must be told, and every default of `hcu.defaults.GATEWAY`
+    (described there), which the flags of `hcu.gateway.cli` may override."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     max_requests_per_task: int
-    """Successful generations allowed per task scope."""
-    rate_limit_max_wait: float = 300.0
-    """Most seconds of rate-limit waits per client request before the 429 goes to the client."""
+    """Successful generations allowed per task scope (0 = no budget)."""
     out: Path
     """Token log (JSONL); counters are restored from it at start."""
-    connect_timeout_sec: float = 10.0
-    idle_timeout_sec: float = 300.0
-    """Longest silence from the upstream, waiting for headers or between stream chunks."""
-    header_timeout_sec: float = 15.0
-    """Longest a client connection may sit idle or take to send a complete request header."""
-    max_connections_per_peer: int = 64
-    """Open client connections allowed per peer address; more are closed at once."""
-    max_body_bytes: int = MAX_BODY_BYTES
     scope_key_file: Path | None = None
     """With a key file, a task scope is served only to requests carrying its secret (hcu.gateway.scope_secret);
     without one, any placeholder credential is accepted."""
@@ -46,21 +41,27 @@ class GatewayConfig(BaseModel):
 class GatewayState:
     """Everything the requests of one gateway process share."""
 
-    def __init__(self, config: GatewayConfig, provider: Provider, pool: Pool) -> None:
+    def __init__(self, config: GatewayConfig, provider: Provider, pool: Pool, clock: Clock = SYSTEM_CLOCK) -> None:
         self.config = config
         self.provider = provider
         self.pool = pool
-        self.budget = Budget(config.max_requests_per_task)
+        self.clock = pool.clock = clock
+        self.budget = Budget(config.max_requests_per_task, clock)
         self.scope_guard = ScopeGuard(load_or_create_key(config.scope_key_file)) if config.scope_key_file else None
-        began = time.monotonic()
+        self.body_limits = BodyLimits(config.max_body_bytes, config.body_idle_timeout_sec, config.body_timeout_sec)
+        self.bodies = PeerBodies(config.body_bytes_per_peer)
+        self.exchanges: set[asyncio.Task] = set()
+        """The handlers of requests being served (a shutdown ends those still reading a left client's answer,
+        each writing its row)."""
+        began = clock.monotonic()
         restored = restore(config.out)
         self.budget.restore(restored.tasks)
         for task, (resource, deployment) in restored.placements.items():  # a task keeps its resource
             pool.restore(task, resource, deployment)
         if restored.rows:
             log.info("restored %d tasks from %d token log rows in %.2f s", len(restored.tasks), restored.rows,
-                     time.monotonic() - began)
-        self.token_log = TokenLog(config.out)
+                     clock.monotonic() - began)
+        self.token_log = TokenLog(config.out, config.max_log_field_chars)
         self.session: aiohttp.ClientSession | None = None
 
 

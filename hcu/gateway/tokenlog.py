@@ -23,7 +23,9 @@ from typing import Literal
 import orjson
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-log = logging.getLogger(__name__)
+from hcu.gateway.scope_secret import SECRET_PREFIX, redact_secrets
+
+log = logging.getLogger("hcu.gateway")
 
 Outcome = Literal[
     "success",
@@ -38,6 +40,8 @@ Outcome = Literal[
 ]
 TORN_LINE_END = b"\t(torn)\n"
 """Ends a line a crash left unfinished, so no reader can take it for a complete row."""
+CLIENT_TEXT_FIELDS = ("task", "model", "path", "upstream_request_id", "response_id")
+"""Text fields a client or an upstream chooses (the others come from the gateway's own configuration)."""
 MAX_PENDING_ROWS = 100_000
 """Rows of uncharged requests kept in memory while the log cannot be written; rows of generations that used
 or held a budget slot are always kept."""
@@ -96,13 +100,18 @@ class TokenLogRow(BaseModel):
     """Upstream attempts, connection retries included (0 when refused or rejected before forwarding)."""
     upstream_request_id: str | None = None
     response_id: str | None = None
+    cut_fields: dict[str, int] | None = None
+    """The length each text field had before it was cut to the log's limit (a 4 MB `model` costs the log
+    256 characters, not 4 MB); absent when nothing was cut."""
 
 
 class TokenLog:
     """Append-only writer that never loses a row it was given and never raises on a write."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, max_field_chars: int) -> None:
         self.path = path
+        self.max_field_chars = max_field_chars
+        """Text fields longer than this are cut (their length goes into `cut_fields`), so a row is bounded."""
         self.error: str | None = None
         """Why rows are waiting in memory; None while the log is written normally."""
         self.pending: deque[bytes] = deque()
@@ -132,8 +141,22 @@ class TokenLog:
         if not charged and len(self.pending) >= MAX_PENDING_ROWS:
             self.dropped += 1
             return
-        self.pending.append(orjson.dumps(fields) + b"\n")
+        self.pending.append(orjson.dumps(self.bounded(fields)) + b"\n")
         self.flush()
+
+    def bounded(self, fields: dict) -> dict:
+        """`fields` with every long text cut (lengths in `cut_fields`) and anything shaped like a scope secret
+        (a guest may write its own into a path or a model) replaced."""
+        limit = self.max_field_chars
+        odd = [name for name in CLIENT_TEXT_FIELDS
+               if type(value := fields.get(name)) is str and (len(value) > limit or SECRET_PREFIX in value)]
+        if not odd:
+            return fields
+        long = [name for name in odd if len(fields[name]) > limit]
+        kept = {**fields, **{name: redact_secrets(fields[name][:limit]) for name in odd}}
+        if long:
+            kept["cut_fields"] = {name: len(fields[name]) for name in long}
+        return kept
 
     def flush(self) -> bool:
         """Write every waiting row; False (and `error` set) when the log cannot take them now."""

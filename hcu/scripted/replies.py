@@ -7,6 +7,7 @@ not, so a responder never deals with wire details.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -33,6 +34,8 @@ class ScriptedRequest:
     task: str | None = None
     """The client's `x-task-id` header, if any (lets a test script replies per task)."""
     received_at: float = 0.0
+    raw_body: bytes = b""
+    """The body's bytes as they arrived (after the HTTP layer's own decoding of a Content-Encoding)."""
 
 
 @dataclass
@@ -118,5 +121,30 @@ class StreamError:
     retry_delay: str | None = None
 
 
-Reply = TextReply | ToolCallReply | HttpFault | Hang | CutStream | StreamError
+@dataclass
+class Held:
+    """Send `reply` up to its last `keep_last` events (a non-stream answer: nothing), wait for `release`, then
+    the rest: a test decides when the upstream finishes, instead of a delay deciding it."""
+
+    reply: TextReply | ToolCallReply
+    release: asyncio.Event
+    keep_last: int = 1
+    sent: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set once everything before the held part went out."""
+
+
+@dataclass
+class RawReply:
+    """Exactly these bytes, status and headers, whatever the request asked for (a misbehaving upstream):
+    `chunks` go out one write each."""
+
+    chunks: list[bytes]
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+    content_type: str = "application/json"
+    cut: bool = False
+    """Drop the connection after the chunks instead of ending the body (a mid-stream cut)."""
+
+
+Reply = TextReply | ToolCallReply | HttpFault | Hang | CutStream | StreamError | Held | RawReply
 Responder = Callable[[ScriptedRequest], Awaitable[Reply]]

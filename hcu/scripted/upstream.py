@@ -22,7 +22,9 @@ from hcu.scripted import wire, wire_anthropic, wire_gemini, wire_openai
 from hcu.scripted.replies import (
     CutStream,
     Hang,
+    Held,
     HttpFault,
+    RawReply,
     Reply,
     Responder,
     ScriptedRequest,
@@ -92,7 +94,7 @@ class ScriptedUpstream:
 STATE = web.AppKey("scripted_upstream", ScriptedUpstream)
 
 
-def parse_request(request: web.Request, body: object) -> ScriptedRequest | None:
+def parse_request(request: web.Request, body: object, raw: bytes = b"") -> ScriptedRequest | None:
     """Which API a request speaks; None for an unknown path."""
     path, deployment = request.path, None
     obj = body if isinstance(body, dict) else {}
@@ -125,6 +127,7 @@ def parse_request(request: web.Request, body: object) -> ScriptedRequest | None:
         count_tokens=count,
         task=request.headers.get("x-task-id"),
         received_at=time.time(),
+        raw_body=raw,
     )
 
 
@@ -135,7 +138,7 @@ async def handle(request: web.Request) -> web.StreamResponse:
         body = orjson.loads(raw) if raw else None
     except orjson.JSONDecodeError:
         return web.json_response({"error": {"message": "invalid JSON"}}, status=400)
-    req = parse_request(request, body)
+    req = parse_request(request, body, raw)
     if req is None:
         return web.json_response({"error": {"message": f"unknown path {request.path}"}}, status=404)
     up.requests.append(req)
@@ -177,6 +180,10 @@ async def render(
 ) -> web.StreamResponse:
     if isinstance(reply, Hang):
         await asyncio.Event().wait()
+    if isinstance(reply, RawReply):
+        return await _raw(request, reply)
+    if isinstance(reply, Held):
+        return await _held(request, req, reply, headers)
     if isinstance(reply, HttpFault):
         body = reply.body if reply.body is not None else error_body(req, reply)
         return _json(body, {**headers, **_fault_headers(reply)}, reply.status)
@@ -212,6 +219,40 @@ async def render(
         return response
     if isinstance(reply, TextReply) and reply.hold_open_sec:
         await asyncio.sleep(reply.hold_open_sec)
+    await response.write_eof()
+    return response
+
+
+async def _raw(request: web.Request, reply: RawReply) -> web.StreamResponse:
+    response = web.StreamResponse(status=reply.status, headers={"content-type": reply.content_type, **reply.headers})
+    await response.prepare(request)
+    for chunk in reply.chunks:
+        await response.write(chunk)
+    if reply.cut:
+        request.transport.close()
+        return response
+    await response.write_eof()
+    return response
+
+
+async def _held(request: web.Request, req: ScriptedRequest, reply: Held, headers: dict[str, str]) -> web.StreamResponse:
+    if not req.stream:
+        reply.sent.set()
+        await reply.release.wait()
+        return _json(BODIES[req.api](req, reply.reply), headers)
+    events = EVENTS[req.api](req, reply.reply)
+    cut = max(0, len(events) - reply.keep_last)
+    response = web.StreamResponse(headers={**headers, "content-type": "text/event-stream", "cache-control": "no-cache"})
+    await response.prepare(request)
+    try:
+        for event in events[:cut]:
+            await response.write(event)
+        reply.sent.set()
+        await reply.release.wait()
+        for event in events[cut:]:
+            await response.write(event)
+    except ConnectionResetError:  # the client left
+        return response
     await response.write_eof()
     return response
 

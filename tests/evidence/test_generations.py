@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
+from hcu.defaults import GATEWAY
 from hcu.gateway.tokenlog import TokenLog, TokenLogRow
 from hcu.osworld.attempt.usage import usage_for_scope
 from hcu.osworld.evidence.cost import price_table
@@ -28,7 +29,7 @@ def row(at: float, outcome: str, *, usage: tuple[int, int, int] | None = None, t
 @pytest.fixture
 def token_log(tmp_path):
     path = tmp_path / "gateway-tokens.jsonl"
-    log = TokenLog(path)
+    log = TokenLog(path, GATEWAY.max_log_field_chars)
     for fields in [
         row(10.0, "success", usage=(1000, 400, 50)),
         row(12.0, "rate_limited", wait=4.0),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import subprocess
@@ -17,6 +18,7 @@ from aiohttp import web
 
 from hcu import REPO_ROOT
 from hcu.gateway.anthropic_proxy import AnthropicProvider
+from hcu.gateway.clock import Clock
 from hcu.gateway.core import GatewayConfig, GatewayState, build_app, serve
 from hcu.gateway.credentials import Credential, StaticCredential
 from hcu.gateway.gemini_proxy import GeminiProvider
@@ -38,11 +40,42 @@ class Upstream:
     hostport: str
 
 
+class ManualClock(Clock):
+    """The gateway's clock in tests: real time underneath, but a wait (rate limit, connection retry) passes at
+    once and moves this clock on by its length; `gate`, when set, holds every wait until the test opens it."""
+
+    def __init__(self) -> None:
+        self.offset = 0.0
+        self.sleeps: list[float] = []
+        self.gate: asyncio.Event | None = None
+
+    def monotonic(self) -> float:
+        return time.monotonic() + self.offset
+
+    def time(self) -> float:
+        return time.time() + self.offset
+
+    async def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        if self.gate is not None:
+            await self.gate.wait()
+        self.offset += seconds
+        await asyncio.sleep(0)
+
+    def advance(self, seconds: float) -> None:
+        self.offset += seconds
+
+
 @dataclass
 class Gateway:
     url: str
     state: GatewayState
     log_path: Path
+
+    @property
+    def clock(self) -> ManualClock:
+        assert isinstance(self.state.clock, ManualClock)
+        return self.state.clock
 
     def rows(self) -> list[TokenLogRow]:
         return read_token_log(self.log_path)
@@ -96,6 +129,8 @@ async def make_gateway(tmp_path: Path, upstream: Upstream):
         max_wait: float = 30.0,
         idle_timeout: float = 30.0,
         log_name: str = "tokens.jsonl",
+        clock: ManualClock | None = None,
+        host: str = "127.0.0.1",
         **config_fields: object,
     ) -> Gateway:
         if isinstance(provider, str):
@@ -103,22 +138,37 @@ async def make_gateway(tmp_path: Path, upstream: Upstream):
             provider = PROVIDERS[provider](StaticCredential(CREDENTIAL_HEADERS[provider], value))
         config = GatewayConfig(
             max_requests_per_task=budget,
-            rate_limit_max_wait=max_wait,
+            rate_limit_max_wait_sec=max_wait,
             out=tmp_path / log_name,
-            idle_timeout_sec=idle_timeout,
-            connect_timeout_sec=2,
+            upstream_idle_timeout_sec=idle_timeout,
+            upstream_connect_timeout_sec=2,
             **config_fields,
         )
         state = GatewayState(
-            config, provider, Pool(parse_upstreams(upstreams or upstream.hostport), pins or [])
+            config, provider, Pool(parse_upstreams(upstreams or upstream.hostport), pins or []),
+            clock or ManualClock(),
         )
-        runner = await serve(build_app(state), "127.0.0.1", [0])
+        runner = await serve(build_app(state), host, [0])
         runners.append(runner)
-        return Gateway(f"http://127.0.0.1:{runner.addresses[0][1]}", state, config.out)
+        return Gateway(f"http://{host}:{runner.addresses[0][1]}", state, config.out)
 
     yield make
     for runner in runners:
         await runner.cleanup()
+
+
+async def until(condition: Callable[[], object], what: str, timeout_sec: float = 20.0) -> None:
+    """Wait for `condition()` to hold (polled); fail naming `what` if it does not within `timeout_sec`."""
+    deadline = time.monotonic() + timeout_sec
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"waited {timeout_sec:g} s for {what}")
+        await asyncio.sleep(0.02)
+
+
+async def rows_when_written(gw: Gateway, count: int) -> list[TokenLogRow]:
+    await until(lambda: len(gw.rows()) >= count, f"{count} token-log rows")
+    return gw.rows()
 
 
 def free_port() -> int:

@@ -12,29 +12,30 @@ import orjson
 import pytest
 from azure.core.credentials import AccessToken
 
+from hcu.gateway.clock import SYSTEM_CLOCK, Clock
 from hcu.gateway.credentials import AZURE_SCOPE, AzureTokenCredential, StaticCredential
 from hcu.gateway.openai_proxy import OpenAIProvider
 from hcu.gateway.pool import Pool, UpstreamSpecError, parse_upstreams
 from hcu.scripted.replies import HttpFault
 
-from .conftest import PLACEHOLDER
+from .conftest import PLACEHOLDER, ManualClock
 
 
 class FakeEntraCredential:
-    """Implements azure-identity's `get_token(*scopes) -> AccessToken` protocol."""
+    """Implements azure-identity's `get_token(*scopes) -> AccessToken` protocol, on the test's clock."""
 
-    def __init__(self, lifetime_sec: float) -> None:
-        self.lifetime_sec = lifetime_sec
+    def __init__(self, lifetime_sec: float, clock: Clock = SYSTEM_CLOCK) -> None:
+        self.lifetime_sec, self.clock = lifetime_sec, clock
         self.scopes: list[tuple[str, ...]] = []
 
     def get_token(self, *scopes: str, **kwargs) -> AccessToken:
         time.sleep(0.05)  # azure-identity blocks; the gateway must keep serving meanwhile
         self.scopes.append(scopes)
-        return AccessToken(f"entra-token-{len(self.scopes)}", int(time.time() + self.lifetime_sec))
+        return AccessToken(f"entra-token-{len(self.scopes)}", int(self.clock.time() + self.lifetime_sec))
 
 
-def azure(credential) -> OpenAIProvider:
-    return OpenAIProvider(AzureTokenCredential(credential), "http", "azure")
+def azure(credential, clock: Clock = SYSTEM_CLOCK) -> OpenAIProvider:
+    return OpenAIProvider(AzureTokenCredential(credential, clock=clock), "http", "azure")
 
 
 def client(gw, task: str) -> openai.AsyncOpenAI:
@@ -42,12 +43,13 @@ def client(gw, task: str) -> openai.AsyncOpenAI:
 
 
 async def test_azure_paths_and_token_refresh(upstream, make_gateway):
-    fake = FakeEntraCredential(lifetime_sec=302)  # refreshed 300 s before expiry: valid for ~1-2 s here
+    clock = ManualClock()
+    fake = FakeEntraCredential(lifetime_sec=302, clock=clock)  # refreshed 300 s before expiry: good for ~2 s
     hp = upstream.hostport
-    gw = await make_gateway(azure(fake), upstreams=f"{hp},{hp}@gpt-dep")
+    gw = await make_gateway(azure(fake, clock), upstreams=f"{hp},{hp}@gpt-dep", clock=clock)
     await asyncio.gather(*[client(gw, f"t{i}").responses.create(model="m", input="x") for i in range(6)])
     assert fake.scopes == [(AZURE_SCOPE,)]  # six concurrent requests, one token fetch
-    await asyncio.sleep(2.1)
+    clock.advance(3)
     await client(gw, "t0").responses.create(model="m", input="x")
     assert len(fake.scopes) == 2
     seen = upstream.state.requests

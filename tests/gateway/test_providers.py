@@ -201,6 +201,7 @@ async def test_routing_healthz_and_malformed_body(upstream, make_gateway):
         async with s.get(f"{gw.url}/healthz", params={"task": "nobody"}) as r:
             unknown = (await r.json())["task"]
     assert health == {
+        "status": "up",
         "provider": "openai",
         "max_requests_per_task": 7,
         "rate_limit_max_wait": 30.0,
@@ -220,6 +221,7 @@ async def test_routing_healthz_and_malformed_body(upstream, make_gateway):
         "rate_limit_wait_sec": 0.0,
         "rate_limit_waits": 0,
         "waiting_now": False,
+        "waiting_for_slot": 0,
         "refused": 0,
         "last_activity_at": None,
     }

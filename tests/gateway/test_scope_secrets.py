@@ -1,4 +1,4 @@
-"""Per-task secrets (issue 10, item 2): with a key file, a scope is served only to the holder of its secret;
+"""Per-task secrets: with a key file, a scope is served only to the holder of its secret;
 guests cannot mint budgets, read or end another task; without one, any placeholder works as before."""
 
 from __future__ import annotations

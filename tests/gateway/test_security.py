@@ -1,5 +1,5 @@
 """The guest is untrusted: only the routes a CLI needs go upstream, client headers outside the provider's API
-are dropped, whatever the upstream echoes of the real credential is scrubbed (issue 10, items 1 and 4)."""
+are dropped, whatever the upstream echoes of the real credential is scrubbed."""
 
 from __future__ import annotations
 

@@ -1,9 +1,10 @@
-"""The token log (issue 10, items 8 and 9): it fails closed and loses nothing the gateway charged; a log
+"""The token log: it fails closed and loses nothing the gateway charged; a log
 deleted or moved while in use is put back; counters restore exactly from any log the gateway wrote."""
 
 from __future__ import annotations
 
 import asyncio
+import gzip
 import random
 import resource
 import subprocess
@@ -180,3 +181,37 @@ def test_restore_matches_replaying_every_row_in_order(tmp_path, chunk_bytes):
     assert (got.rows, got.skipped) == (3000, 0)
     assert got.tasks == expected and got.placements == placements
     assert any(st.failed for st in expected.values()) and any(st.failed_in_a_row for st in expected.values())
+
+
+async def test_rows_stay_small_whatever_the_client_sends(upstream, make_gateway):
+    gw = await make_gateway("anthropic")
+    huge_model = "m" * (4 * 1024 * 1024)
+    count = {"model": huge_model, "messages": [{"role": "user", "content": "x"}]}
+    packed = gzip.compress(orjson.dumps({"model": "g" * (8 * 1024 * 1024), "max_tokens": 5, "messages": []}))
+    assert len(packed) < 16 * 1024
+    async with aiohttp.ClientSession() as s:
+        async with s.post(f"{gw.url}/t/r/v1/messages/count_tokens", json=count) as r:
+            assert r.status == 200  # free, and its row is no bigger than any other
+        async with s.post(f"{gw.url}/t/r/v1/messages", data=packed,
+                          headers={"Content-Encoding": "gzip", "Content-Type": "application/json"}) as r:
+            await r.read()
+        async with s.post(f"{gw.url}/t/r/v1/{'x' * 7000}", json={}) as r:
+            assert r.status == 404
+    rows = gw.rows()
+    assert [r.cut_fields for r in rows] == [{"model": 4 * 1024 * 1024}, {"model": 8 * 1024 * 1024},
+                                            {"path": len("/v1/") + 7000}]
+    assert all(len(r.model or "") <= 256 and len(r.path) <= 256 for r in rows)
+    assert max(len(line) for line in gw.log_path.read_bytes().splitlines()) < 2048
+    assert restore(gw.log_path).rows == 3, "cut rows restore like any other"
+
+
+async def test_a_guest_cannot_write_a_scope_secret_into_the_log(upstream, make_gateway):
+    gw = await make_gateway("openai")
+    secret = "hcu1-" + "5e" * 32
+    async with aiohttp.ClientSession() as s:
+        async with s.post(f"{gw.url}/t/x/v1/{secret}", json={}) as r:
+            assert r.status == 404
+        async with s.post(f"{gw.url}/t/x/v1/responses/input_tokens", json={"model": f"m {secret}"}) as r:
+            await r.read()
+    assert secret not in gw.log_path.read_text() and "[scope secret]" in gw.log_path.read_text()
+    assert [r.outcome for r in gw.rows()] == ["refused_route", "free"]

@@ -93,7 +93,8 @@ def probe(state: AgentAttempt) -> None:
     assert state.guest is not None and state.plan is not None and state.context is not None
     assert state.credential is not None
     s, api = state.settings, state.guest.api
-    state.meta.gateway_health = check_gateway_from_guest(api, s.gateway, s.max_model_calls)
+    state.meta.gateway_health = check_gateway_from_guest(  # as the agent will ask: its scope, its credential
+        api, s.gateway, s.max_model_calls, scope=state.attempt.gateway_scope, token=state.credential.token)
     if unprotected := check_scope_key(state.meta.gateway_health, state.credential, s.gateway):
         log.warning(unprotected)
     state.meta.mcp_probe = check_mcp(api, state.plan.mcp_server, state.context.channels)

@@ -1,6 +1,12 @@
-"""What the runner reads from the model gateway: its budget (/healthz) and one task's live state."""
+"""What the runner reads from the model gateway: its budget (/healthz) and one task's live state.
+
+The gateway shows its details only to this host or to a request naming a scope (with per-task secrets on,
+carrying that scope's secret); everybody else learns only that it is up."""
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
 
 import requests
 from pydantic import BaseModel, ConfigDict
@@ -32,3 +38,12 @@ def gateway_health(gateway_url: str, *, task: str | None = None, secret: str | N
         return GatewayHealth.model_validate(resp.json())
     except (requests.RequestException, ValueError) as exc:
         raise GatewayError(f"gateway {url} did not answer /healthz: {type(exc).__name__}") from None
+
+
+def check_budget(health: Mapping[str, Any], max_model_calls: int, gateway_url: str) -> None:
+    """The gateway enforces the budget this run was configured with; GatewayError naming the fix otherwise."""
+    budget = health.get("max_requests_per_task")
+    if budget != max_model_calls:
+        raise GatewayError(f"the gateway at {gateway_url} enforces max_requests_per_task={budget}, this run "
+                           f"max_model_calls={max_model_calls}: restart the gateway with --max-requests-per-task "
+                           f"{max_model_calls}")

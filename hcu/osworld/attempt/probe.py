@@ -9,32 +9,47 @@ import orjson
 
 from hcu.defaults import GUEST
 from hcu.osworld.agents.base import AgentPlan, McpServerSpec
+from hcu.osworld.attempt.gateway_health import check_budget
 from hcu.osworld.attempt.mcp_probe import ProbeReport, probe
 from hcu.osworld.errors import GatewayError, ProbeError
 from hcu.osworld.guest.api import GuestAPI
 from hcu.osworld.guest.process import shell_command
 
 GUEST_HEALTHZ = (
-    "import json, sys, urllib.request\n"
-    "with urllib.request.urlopen(sys.argv[1] + '/healthz', timeout=10) as r:\n"
-    "    print(json.dumps(json.load(r)))\n"
+    "import json, sys, urllib.error, urllib.parse, urllib.request\n"
+    "url = sys.argv[1] + '/healthz?' + urllib.parse.urlencode({'task': sys.argv[2]})\n"
+    "ask = urllib.request.Request(url, headers={'Authorization': 'Bearer ' + sys.argv[3]})\n"
+    "try:\n"
+    "    with urllib.request.urlopen(ask, timeout=10) as r:\n"
+    "        print(json.dumps(json.load(r)))\n"
+    "except urllib.error.HTTPError as e:\n"
+    "    print(json.dumps({'status': e.code, 'answer': e.read(300).decode('utf-8', 'replace')}))\n"
+    "    sys.exit(3)\n"
 )
+"""Run in the guest: the gateway's /healthz as the agent's scope and credential see it (the gateway shows its
+details only to the holder of a scope's secret). The credential is the guest's own, on a guest command line."""
+REFUSED_RC = 3
 
 
-def check_gateway_from_guest(api: GuestAPI, gateway_url: str, max_model_calls: int) -> dict:
-    """The guest reaches the gateway and the gateway enforces the budget this run was configured with."""
-    res = api.execute(["python3", "-c", GUEST_HEALTHZ, gateway_url.rstrip("/")], timeout_sec=30)
-    if res.returncode != 0:
+def check_gateway_from_guest(api: GuestAPI, gateway_url: str, max_model_calls: int, *, scope: str,
+                             token: str) -> dict:
+    """The guest reaches the gateway, as the agent will (its scope, its credential), and the gateway enforces the
+    budget this run was configured with."""
+    res = api.execute(["python3", "-c", GUEST_HEALTHZ, gateway_url.rstrip("/"), scope, token], timeout_sec=30)
+    if res.returncode not in (0, REFUSED_RC):
         raise GatewayError(f"the guest cannot reach the gateway at {gateway_url}: {tail(res.error)}")
     try:
-        health = orjson.loads(res.output)
+        answer = orjson.loads(res.output)
     except orjson.JSONDecodeError:
-        raise GatewayError(f"the gateway at {gateway_url} answered /healthz with something else than JSON") from None
-    budget = health.get("max_requests_per_task")
-    if budget != max_model_calls:
-        raise GatewayError(f"gateway budget max_requests_per_task={budget} differs from max_model_calls="
-                           f"{max_model_calls}: restart the gateway with --max-requests-per-task {max_model_calls}")
-    return health
+        answer = None
+    if not isinstance(answer, dict):
+        raise GatewayError(f"the gateway at {gateway_url} answered /healthz with something else than a JSON object")
+    if res.returncode == REFUSED_RC:
+        hint = ": give the runner the gateway's --scope-key-file" if answer.get("status") == 403 else ""
+        raise GatewayError(f"the gateway at {gateway_url} refused this attempt's scope {scope} on /healthz "
+                           f"(HTTP {answer.get('status')}: {tail(answer.get('answer'))}){hint}")
+    check_budget(answer, max_model_calls, gateway_url)
+    return answer
 
 
 def check_executables(api: GuestAPI, plan: AgentPlan, work_dir: str) -> str:

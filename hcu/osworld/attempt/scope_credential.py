@@ -8,11 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hcu.gateway.scope_secret import ScopeKeyError, key_id, load_or_create_key, scope_secret
+from hcu.gateway.scope_secret import SECRET_SHOWN_AS, ScopeKeyError, key_id, load_or_create_key, scope_secret
 from hcu.osworld.agents.base import PLACEHOLDER_TOKEN
 from hcu.osworld.errors import GatewayError
-
-SECRET_SHOWN_AS = "[scope secret]"
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from hcu.osworld.attempt.gateway_health import gateway_health
+from hcu.osworld.attempt.gateway_health import check_budget, gateway_health
 from hcu.osworld.attempt.scope_credential import check_scope_key, gateway_credential
 from hcu.osworld.errors import GatewayError
 from hcu.osworld.queue.config import RunConfig
@@ -33,12 +33,8 @@ def gateway_gate(config: RunConfig) -> LaunchGate:
             health = gateway_health(str(config.gateway))
         except GatewayError as exc:
             return f"launches held: {exc}"
-        if health.max_requests_per_task != config.max_model_calls:
-            raise GatewayMismatch(
-                f"gateway {config.gateway} enforces max_requests_per_task={health.max_requests_per_task}, the "
-                f"config says max_model_calls={config.max_model_calls}: restart the gateway with "
-                f"--max-requests-per-task {config.max_model_calls}")
-        try:
+        try:  # the gate runs on the gateway's host, which /healthz shows its details without a scope
+            check_budget(health.model_dump(), config.max_model_calls, str(config.gateway))
             check_scope_key(health.model_dump(), gateway_credential(config.scope_key_file, "gate"),
                             str(config.gateway))
         except GatewayError as exc:

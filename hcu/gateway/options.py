@@ -1,0 +1,97 @@
+"""The gateways' flags as pydantic settings: a field is a flag (`hcu.flags`), its docstring the help, its
+default `hcu.defaults.GATEWAY`'s. In a module of its own so the models resolve however a gateway is started."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import Field, field_validator
+
+from hcu.defaults import GATEWAY
+from hcu.flags import Settings
+from hcu.gateway.pool import UpstreamSpecError, parse_upstreams
+from hcu.gateway.state import GatewayConfig
+
+Port = Annotated[int, Field(gt=0, lt=65536)]
+
+
+class GatewayOptions(Settings):
+    """The flags every gateway takes."""
+
+    host: str
+    """Address to listen on: the Docker bridge address the guests reach, not loopback."""
+    out: Path
+    """Token log (JSONL, one row per request); the gateway restores its counters from it on restart."""
+    max_requests_per_task: int = Field(ge=0)
+    """Successful generations allowed per task scope (0 = no budget)."""
+    rate_limit_max_wait: float = Field(default=GATEWAY.rate_limit_max_wait_sec, ge=0)
+    """Most seconds of rate-limit waits per client request before the 429 goes to the client."""
+    scope_key_file: Path | None = None
+    """Serve a task scope only to requests carrying its secret (an HMAC of the scope under this key; created
+    when missing); the runner's --scope-key-file."""
+    upstream_idle_timeout: float = Field(default=GATEWAY.upstream_idle_timeout_sec, gt=0)
+    """Longest silence from the upstream, before its headers or between stream chunks."""
+    header_timeout: float = Field(default=GATEWAY.header_timeout_sec, gt=0)
+    """Close a client connection idle this long or still sending its request header."""
+    max_connections_per_peer: int = Field(default=GATEWAY.max_connections_per_peer, ge=1)
+    """Open client connections allowed per peer address."""
+
+    def ports_to_serve(self) -> list[int]:
+        raise NotImplementedError
+
+    def config(self) -> GatewayConfig:
+        return GatewayConfig(
+            max_requests_per_task=self.max_requests_per_task,
+            rate_limit_max_wait_sec=self.rate_limit_max_wait,
+            out=self.out,
+            upstream_idle_timeout_sec=self.upstream_idle_timeout,
+            header_timeout_sec=self.header_timeout,
+            max_connections_per_peer=self.max_connections_per_peer,
+            scope_key_file=self.scope_key_file,
+        )
+
+
+class SinglePortOptions(GatewayOptions):
+    port: Port
+    """Port to listen on."""
+
+    def ports_to_serve(self) -> list[int]:
+        return [self.port]
+
+
+class OpenAIOptions(GatewayOptions):
+    ports: list[Port] = Field(min_length=1)
+    """Ports to listen on, comma-separated: the tasks of all of them share one state."""
+    upstreams: str
+    """Comma-separated `host[:port]` or `host[:port]@deployment` entries."""
+    upstream_kind: Literal["azure", "openai"] = "azure"
+    """azure: Azure OpenAI's v1 API (`/openai/v1/...`, deployments by name); openai: any OpenAI-compatible API."""
+    upstream_scheme: Literal["https", "http"] = "https"
+    """http only for a relay or a stand-in on this host."""
+    upstream_token: str | None = None
+    """Visible to every local user through ps: prefer OSW_OPENAI_UPSTREAM_TOKEN."""
+    pin_resources: str = ""
+    """Comma-separated resource names behind a relay: each task gets one round-robin, sent as X-HCU-Resource."""
+
+    @field_validator("upstreams")
+    @classmethod
+    def _upstreams_parse(cls, value: str) -> str:
+        try:
+            parse_upstreams(value)
+        except UpstreamSpecError as exc:
+            raise ValueError(str(exc).removeprefix("--upstreams: ")) from None
+        return value
+
+    @field_validator("pin_resources")
+    @classmethod
+    def _pins_are_names(cls, value: str) -> str:
+        if value and any(not p or " " in p for p in value.split(",")):
+            raise ValueError("expected a comma-separated list of resource names")
+        return value
+
+    def ports_to_serve(self) -> list[int]:
+        return self.ports
+
+    def pins(self) -> list[str]:
+        return self.pin_resources.split(",") if self.pin_resources else []
