@@ -94,15 +94,17 @@ class SimulatedFleet:
     def capacity(self) -> int | None:
         return NODES * SLOTS
 
-    def launch(self, task: TaskSpec, attempt: int, task_dir: Path) -> ActiveAttempt:
+    def launch(self, task: TaskSpec, attempt: AttemptId, task_dir: Path) -> ActiveAttempt:
         with self.lock:  # SPREAD: the least busy node
             node = min(self.fleet, key=lambda n: n.running)
             node.running += 1
-        args = (node, task.id, attempt, task_dir)
+        args = (node, attempt, task_dir)
         threading.Thread(target=self._run, args=args, daemon=True).start()
-        return ActiveAttempt(task.id, attempt, 0, time.time(), False, task_dir, node.info.name)
+        return ActiveAttempt(task.id, attempt.attempt, 0, time.time(), False, task_dir, node.info.name,
+                             attempt.repeat)
 
-    def _run(self, node: SimNode, task_id: str, attempt: int, task_dir: Path) -> None:
+    def _run(self, node: SimNode, attempt_id: AttemptId, task_dir: Path) -> None:
+        task_id, attempt = attempt_id.task_id, attempt_id.attempt
         plan, phases = self.plans[task_id], []
         for group, seconds in (("boot_setup", plan.boot_setup), ("agent", plan.agent),
                                ("evaluate", plan.evaluate)):
@@ -110,17 +112,16 @@ class SimulatedFleet:
                 started = time.time()
                 time.sleep(seconds / COMPRESSION)
                 phases.append(PhaseTiming(name=group, started_at=started, duration_sec=seconds))
-        attempt_id = AttemptId(run_id="campaign", task_id=task_id, attempt=attempt)
         write_record(task_dir / "result.json", TaskResult(
             status="completed", score=1.0, task_id=task_id, attempt=attempt, attempt_id=str(attempt_id),
             duration_sec=plan.total, phases=phases))
         with self.lock:
             node.running -= 1
-            self.done.add(task_id)
+            self.done.add(attempt_id.task_key)
 
     def stopped(self, active: Iterable[ActiveAttempt]) -> list[str]:
         with self.lock:
-            finished = [a.task_id for a in active if a.task_id in self.done]
+            finished = [a.key for a in active if a.key in self.done]
             self.done.difference_update(finished)
         return finished
 
@@ -136,7 +137,7 @@ class SimulatedFleet:
     def remove_leftovers(self, attempt: AttemptId, node: str | None) -> None:
         return None
 
-    def sweep(self, live: set[tuple[str, int]]) -> list[tuple[str, int]]:
+    def sweep(self, live: set[AttemptId]) -> list[AttemptId]:
         return []
 
     def close(self, run_done: bool) -> None:

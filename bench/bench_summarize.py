@@ -57,19 +57,23 @@ def make_run(root: Path, rng: random.Random) -> Path:
     return run_dir
 
 
-def bare_read(run_dir: Path) -> int:
-    return sum(len(orjson.loads(path.read_bytes())) for path in run_dir.glob("tasks/*/result.json"))
+def bare_read(run_dir: Path, pattern: str) -> int:
+    return sum(len(orjson.loads(path.read_bytes())) for path in run_dir.glob(pattern))
+
+
+def measure(run_dir: Path, pattern: str = "tasks/*/result.json") -> tuple[float, float, dict]:
+    """(seconds to summarize, seconds to read and parse the result files matching `pattern`, the summary)."""
+    started = time.perf_counter()
+    bare_read(run_dir, pattern)
+    baseline = time.perf_counter() - started
+    started = time.perf_counter()
+    summary = summarize(run_dir)
+    return time.perf_counter() - started, baseline, summary
 
 
 def main() -> None:
     with tempfile.TemporaryDirectory(prefix="hcu-bench-summarize-") as tmp:
-        run_dir = make_run(Path(tmp), random.Random(7))
-        started = time.perf_counter()
-        bare_read(run_dir)
-        baseline = time.perf_counter() - started
-        started = time.perf_counter()
-        summary = summarize(run_dir)
-        took = time.perf_counter() - started
+        took, baseline, summary = measure(make_run(Path(tmp), random.Random(7)))
     print(f"summarize {TASKS} tasks: {took:.3f} s (target < 2 s); bare read of result.json files: "
           f"{baseline:.3f} s; ratio {took / baseline:.2f}x")
     print(f"  score {summary['score']}, lower bound {summary['lower_bound']:.4f}, coverage "

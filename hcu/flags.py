@@ -36,6 +36,8 @@ def _kind(annotation: Any) -> str:
     members = _members(annotation)
     if annotation is bool:
         return "switch"
+    if any(get_origin(m) is dict for m in members):
+        return "json"  # a mapping travels as one JSON argument (`--prices '{"model": {...}}'`)
     if any(get_origin(m) is list for m in members):
         return "list"
     if any(get_origin(m) is Literal and True in get_args(m) for m in members):
@@ -56,6 +58,8 @@ def add_flags(parser: argparse.ArgumentParser, model: type[BaseModel]) -> None:
         elif kind == "list":
             parser.add_argument(flag_name(name), default=None, metavar="A,B", help=help_text,
                                 type=lambda text: [part.strip() for part in text.split(",") if part.strip()])
+        elif kind == "json":
+            parser.add_argument(flag_name(name), default=None, metavar="JSON", help=help_text, type=_json_object)
         else:
             parser.add_argument(flag_name(name), default=None, required=required, help=help_text)
 
@@ -71,9 +75,21 @@ def to_flags(settings: BaseModel, model: type[BaseModel]) -> list[str]:
             argv.append(flag_name(name))
         elif _kind(field.annotation) == "list":
             argv += [flag_name(name), ",".join(str(item) for item in value)]
+        elif _kind(field.annotation) == "json":
+            argv += [flag_name(name), orjson.dumps(settings.model_dump(mode="json", include={name})[name]).decode()]
         else:
             argv += [flag_name(name), str(value)]
     return argv
+
+
+def _json_object(text: str) -> dict:
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        raise argparse.ArgumentTypeError("expected a JSON object") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("expected a JSON object")
+    return value
 
 
 class OneLineParser(argparse.ArgumentParser):

@@ -33,10 +33,11 @@ def usage_of(raw: object) -> TokenUsage | None:
     u = as_dict(raw)
     if not u:
         return None
-    cached = as_int(u.get("cache_read_input_tokens"))
+    cached, written = as_int(u.get("cache_read_input_tokens")), as_int(u.get("cache_creation_input_tokens"))
     return TokenUsage(
-        input_tokens=as_int(u.get("input_tokens")) + cached + as_int(u.get("cache_creation_input_tokens")),
+        input_tokens=as_int(u.get("input_tokens")) + cached + written,
         cached_input_tokens=cached,
+        cache_write_input_tokens=written,
         output_tokens=as_int(u.get("output_tokens")),
     )
 

@@ -2,7 +2,8 @@
 
 The runner and the summarizer read it with `read_token_log`; the gateway restores its per-task counters from
 it on restart (`hcu.gateway.restore`). Token counts follow one convention for every provider: `input_tokens`
-is the whole prompt (cached part included), `cached_input_tokens` the cached part of it, `output_tokens`
+is the whole prompt (cached part included), `cached_input_tokens` the part read from the prompt cache,
+`cache_write_input_tokens` the part written to it (Anthropic bills it apart; 0 elsewhere), `output_tokens`
 everything generated (reasoning included), `reasoning_tokens` the reasoning part of it.
 
 The log fails closed. A row that cannot be written (disk full, unwritable) stays in memory and is written as
@@ -54,6 +55,9 @@ class TokenUsage(BaseModel):
     input_tokens: int = 0
     """Whole prompt, cached part included."""
     cached_input_tokens: int = 0
+    """The part of the prompt read from the provider's cache."""
+    cache_write_input_tokens: int = 0
+    """The part of the prompt written to the provider's cache (Anthropic's cache_creation_input_tokens)."""
     output_tokens: int = 0
     """Everything generated, reasoning included."""
     reasoning_tokens: int = 0

@@ -12,14 +12,8 @@ from hcu.osworld.errors import ConfigurationError
 from hcu.osworld.queue.config import ConfigError, load_config
 from hcu.osworld.queue.gate import GatewayMismatch, launch_gate
 from hcu.osworld.queue.manifest import ManifestMismatch
-from hcu.osworld.queue.panel import (
-    DEFAULT_POLL_SEC,
-    QueueRefused,
-    QueueStopped,
-    config_difference,
-    describe_plan,
-    run_queue,
-)
+from hcu.osworld.queue.panel import DEFAULT_POLL_SEC, QueueRefused, QueueStopped, config_difference, run_queue
+from hcu.osworld.queue.plan import describe_plan
 
 
 def _stop_on_sigterm(signum: int, frame: object) -> None:

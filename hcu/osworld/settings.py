@@ -149,6 +149,42 @@ class LimitSettings(TimeoutSettings):
     """Wait after the agent's last action before evaluating, as OSWorld's own runner does."""
 
 
+class ModelPrice(Settings):
+    """What one model costs under the user's contract, in USD per million tokens (hcu ships no prices: they
+    differ per contract and change)."""
+
+    input_usd_per_mtok: float = Field(ge=0)
+    """Input that was not read from the provider's prompt cache."""
+    cached_input_usd_per_mtok: float = Field(ge=0)
+    """Input read from the prompt cache."""
+    output_usd_per_mtok: float = Field(ge=0)
+    """Everything generated, reasoning included."""
+    cache_write_usd_per_mtok: float | None = Field(default=None, ge=0)
+    """Input written to the prompt cache: Anthropic bills it apart, so an Anthropic model needs it and no other
+    model takes it."""
+
+
+class CostSettings(Settings):
+    prices: dict[str, ModelPrice] | None = None
+    """Per model the run uses, its price (JSON: {"<model>": {"input_usd_per_mtok": ..., ...}}): an attempt's
+    cost_usd comes from its token-log rows at these prices; without a price its cost is unknown, never 0."""
+
+
+def price_problem(prices: dict[str, ModelPrice] | None, model: str, agent: AgentName) -> str | None:
+    """Why `prices` cannot price this run's rows (a model it does not use, a cache-write price where the provider
+    bills none, or none where it does); None when they can."""
+    provider = AGENTS[agent].provider
+    for name, price in (prices or {}).items():
+        if name != model:
+            return f"prices.{name}: not a model this run uses (its model is {model})"
+        if provider == "anthropic" and price.cache_write_usd_per_mtok is None:
+            return f"prices.{name}.cache_write_usd_per_mtok: required for an Anthropic model (cache writes bill apart)"
+        if provider != "anthropic" and price.cache_write_usd_per_mtok is not None:
+            return (f"prices.{name}.cache_write_usd_per_mtok: only Anthropic bills cache writes apart "
+                    f"(agent {agent} talks to {provider})")
+    return None
+
+
 class GatewaySettings(Settings):
     gateway: str | None = Field(default=None, pattern=r"^https?://[^/\s]+/?$")
     """Gateway base URL; default http://<docker bridge address>:<the agent's port>."""
@@ -159,9 +195,16 @@ class GatewaySettings(Settings):
     attempt's scope secret, so no other guest can use, read or end this attempt's scope. Created when missing."""
 
 
-class AttemptSettings(GatewaySettings, LimitSettings, AgentSettings, SetupSettings, OSWorldSettings, AssetSettings,
-                      GuestSettings, TaskSettings):
+class AttemptSettings(CostSettings, GatewaySettings, LimitSettings, AgentSettings, SetupSettings, OSWorldSettings,
+                      AssetSettings, GuestSettings, TaskSettings):
     """Everything one attempt runs with, apart from which task it is and where its results go."""
+
+    @model_validator(mode="after")
+    def _prices_fit_the_run(self) -> AttemptSettings:
+        problem = price_problem(self.prices, self.model or AGENTS[self.agent].model, self.agent)
+        if problem is not None:
+            raise ValueError(problem)
+        return self
 
     def default_guide(self) -> Path:
         """hybrid.md, or the single-channel guide for an ablation without gui or without a11y."""
@@ -196,11 +239,15 @@ class AttemptSettings(GatewaySettings, LimitSettings, AgentSettings, SetupSettin
         }
         if self.guest_image is not None:
             updates["guest_image"] = absolute(base, self.guest_image)
-        for key in ("tasks_dir", "agent_binary", "mcp_binary", "token_log", "scope_key_file"):
+        for key in ("tasks_dir", "token_log", "scope_key_file"):
             value = getattr(self, key)
             updates[key] = None if value is None else absolute(base, value)
-        # not resolved: a venv's python is a symlink to the base interpreter, which lacks the venv's packages
-        updates["osworld_python"] = None if self.osworld_python is None else base / self.osworld_python.expanduser()
+        # not resolved: a venv's python is a symlink to the base interpreter, which lacks the venv's packages; and
+        # a binary is named as its default is (artifact_dir/<name>, a symlink or not), so a stored config resolves
+        # to itself
+        for key in ("osworld_python", "agent_binary", "mcp_binary"):
+            value = getattr(self, key)
+            updates[key] = None if value is None else base / value.expanduser()
         resolved = self.model_copy(update=updates)
         resolved.agent_binary = resolved.agent_binary or resolved.artifact_dir / agent.artifacts[0]
         resolved.mcp_binary = resolved.mcp_binary or resolved.artifact_dir / "computer-use"

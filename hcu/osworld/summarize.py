@@ -1,5 +1,6 @@
-"""`python -m hcu.osworld.summarize RUN_DIR [--compare OTHER_RUN_DIR]`: honest scores for a run (see
-summary/run_summary.py)."""
+"""`python -m hcu.osworld.summarize RUN_DIR [--compare OTHER_RUN_DIR [--rerun-discordant K]]`: honest scores for a
+run (see summary/run_summary.py); with --compare, a paired comparison of task means, and with
+--rerun-discordant, both runs' configs with K more repeats on the tasks they disagree on (summary/compare.py)."""
 
 from __future__ import annotations
 
@@ -7,18 +8,34 @@ import argparse
 import sys
 from pathlib import Path
 
+from hcu.flags import OneLineParser
 from hcu.osworld.summary.run_summary import SummaryError, summarize
 
 
+def positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("expected an integer >= 1") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("expected an integer >= 1")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m hcu.osworld.summarize",
-                                     description="Summarize a run directory into summary/.")
+    parser = OneLineParser(prog="python -m hcu.osworld.summarize",
+                           description="Summarize a run directory into summary/.")
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("--compare", type=Path, metavar="OTHER_RUN_DIR",
                         help="paired comparison with another run on the tasks both hold")
+    parser.add_argument("--rerun-discordant", type=positive, metavar="K",
+                        help="with --compare: write both runs' configs with K more repeats on the discordant tasks "
+                             "(same run ids: run_queue on each runs only the added repeats)")
     args = parser.parse_args(argv)
+    if args.rerun_discordant is not None and args.compare is None:
+        parser.error("--rerun-discordant: needs --compare OTHER_RUN_DIR")
     try:
-        summarize(args.run_dir, args.compare)
+        summarize(args.run_dir, args.compare, args.rerun_discordant)
     except SummaryError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -47,6 +47,7 @@ async def test_openai_responses_plain_and_streamed(upstream, make_gateway):
         assert row.usage is not None and row.usage.model_dump() == {
             "input_tokens": 100,
             "cached_input_tokens": 40,
+            "cache_write_input_tokens": 0,
             "output_tokens": 30,
             "reasoning_tokens": 20,
         }
@@ -137,6 +138,7 @@ async def test_anthropic_sdk_and_claude_code_path(upstream, make_gateway):
     assert rows[0].usage.model_dump() == {
         "input_tokens": 50,
         "cached_input_tokens": 20,
+        "cache_write_input_tokens": 0,
         "output_tokens": 9,
         "reasoning_tokens": 0,
     }
@@ -180,6 +182,7 @@ async def test_gemini_sdk_and_gemini_cli_path(upstream, make_gateway):
     assert rows[0].usage.model_dump() == {
         "input_tokens": 30,
         "cached_input_tokens": 10,
+        "cache_write_input_tokens": 0,
         "output_tokens": 8,
         "reasoning_tokens": 3,
     }

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import tarfile
+import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +27,14 @@ HERE = Path(__file__).parent
 STANDIN = HERE / "standin_runner.py"
 DRIVER = HERE / "queue_driver.py"
 SLEEP_IMAGE = "hcu-queue-test-sleep:latest"
+
+
+def wait_for(predicate, timeout_sec: float, what: str) -> None:
+    """Poll `predicate` until it holds; fail naming `what` after `timeout_sec`."""
+    deadline = time.time() + timeout_sec
+    while not predicate():
+        assert time.time() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
 
 
 def _sleep_rootfs() -> bytes:
@@ -92,20 +101,21 @@ def make_panel(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 
     def make(task_ids: list[str], *, outcomes: dict[str, list[dict]] | None = None, image: str | None = None,
              sleep_sec: tuple[float, float] = (0.2, 0.6), phases: dict[str, tuple[float, float]] | None = None,
-             ask_gateway: bool = False, **config: Any) -> Panel:
+             ask_gateway: bool = False, scenario: dict[str, Any] | None = None, **config: Any) -> Panel:
+        """`scenario`: the stand-in's other entries (token_rows, start_after, signal_file, wait_file)."""
         events = tmp_path / "standin-events.jsonl"
-        scenario = tmp_path / "scenario.json"
-        scenario.write_bytes(orjson.dumps({"sleep_sec": sleep_sec, "image": image, "events": str(events),
-                                           "outcomes": outcomes or {}, "phases": phases,
-                                           "ask_gateway": ask_gateway}))
-        monkeypatch.setenv("HCU_STANDIN_SCENARIO", str(scenario))
+        scenario_path = tmp_path / "scenario.json"
+        scenario_path.write_bytes(orjson.dumps({"sleep_sec": sleep_sec, "image": image, "events": str(events),
+                                                "outcomes": outcomes or {}, "phases": phases,
+                                                "ask_gateway": ask_gateway, **(scenario or {})}))
+        monkeypatch.setenv("HCU_STANDIN_SCENARIO", str(scenario_path))
         body = {"run_id": f"qtest-{uuid.uuid4().hex[:8]}", "benchmark_version": "v1", "agent": "codex",
                 "tasks": task_ids, "test_desktop": "none:latest",
                 "gateway": "http://127.0.0.1:9", "results_dir": "runs", "max_active_tasks": 2,
                 "launch_stagger_seconds": 0, **config}
         path = tmp_path / "panel.json"
         path.write_bytes(orjson.dumps(body))
-        return Panel(path, scenario, events)
+        return Panel(path, scenario_path, events)
 
     return make
 

@@ -1,6 +1,7 @@
 """Runs the real queue on a config with the stand-in runner (the CLI always uses the real run_task).
 
-Usage: python queue_driver.py CONFIG  (exit 0 done, 2 refused, 130 stopped by SIGTERM/SIGINT)."""
+Usage: python queue_driver.py CONFIG  (exit 0 done, 1 launches stopped, 2 refused, 130 stopped by SIGTERM/SIGINT;
+errors as run_queue prints them)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import sys
 from pathlib import Path
 
 from hcu.osworld.queue.config import load_config
-from hcu.osworld.queue.panel import QueueRefused, run_queue
+from hcu.osworld.queue.panel import QueueRefused, QueueStopped, run_queue
 
 STANDIN = Path(__file__).with_name("standin_runner.py")
 
@@ -23,6 +24,9 @@ def main() -> int:
     except QueueRefused as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except QueueStopped as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         return 130
     return 0

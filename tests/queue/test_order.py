@@ -31,7 +31,7 @@ def config(tmp_path: Path, tasks: list[str], **keys: object):
 
 
 def order(task_ids: list[str], expected: dict[str, float]) -> list[str]:
-    queue = LaunchQueue(task_ids, expected)
+    queue = LaunchQueue([(task_id, 1) for task_id in task_ids], expected)
     for task_id in task_ids:
         queue.push(task_id)
     return [queue.pop() for _ in task_ids]

@@ -127,3 +127,58 @@ def test_runner_command_parses_under_run_task(tmp_path: Path, change: dict):
     options = parse_options(runner_args(config, config.tasks[0], 2, tmp_path / "r"))
     assert (options.task_id, options.attempt, options.run_id, options.ram_size) == ("t", 2, "my-run", "8G")
     assert options.max_model_calls == config.max_model_calls and options.offline_assets and options.code_mode
+
+
+PRICE = {"input_usd_per_mtok": 1.25, "cached_input_usd_per_mtok": 0.125, "output_usd_per_mtok": 10.0}
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"repeats": 0}, "repeats: Input should be greater than or equal to 1 (got 0)"),
+    ({"tasks": [{"id": "a", "repeats": 0}]}, "tasks[0].repeats: Input should be greater than or equal to 1"),
+    ({"tasks": ["a.r2"]}, "tasks[0].id: 'a.r2' ends like a repeat's folder (<task>.r<n>)"),
+    ({"prices": {"gpt-5.5": {**PRICE, "input_per_mtok": 1}}}, "prices.gpt-5.5.input_per_mtok: unknown key"),
+    ({"prices": {"gpt-5.5": {**PRICE, "output_usd_per_mtok": -2}}},
+     "prices.gpt-5.5.output_usd_per_mtok: Input should be greater than or equal to 0 (got -2)"),
+    ({"prices": {"gpt-4o": PRICE}}, "prices.gpt-4o: not a model this run uses (its model is gpt-5.5)"),
+    ({"prices": {"gpt-5.5": {**PRICE, "cache_write_usd_per_mtok": 1}}},
+     "prices.gpt-5.5.cache_write_usd_per_mtok: only Anthropic bills cache writes apart (agent codex talks to "
+     "openai)"),
+    ({"agent": "claude-code", "prices": {"claude-opus-5": PRICE}},
+     "prices.claude-opus-5.cache_write_usd_per_mtok: required for an Anthropic model"),
+    ({"max_cost_usd": 100}, "max_cost_usd: needs a price for the run's model (prices.gpt-5.5)"),
+    ({"max_cost_usd": 0, "prices": {"gpt-5.5": PRICE}}, "max_cost_usd: Input should be greater than 0"),
+    ({"prices": {"gpt-5.5": {"input_usd_per_mtok": 1}}}, "prices.gpt-5.5.cached_input_usd_per_mtok: missing"),
+])
+def test_bad_repeats_and_prices_name_the_key(tmp_path: Path, change: dict, message: str):
+    with pytest.raises(ConfigError) as error:
+        config_at(tmp_path, **change)
+    assert message in str(error.value) and "\n" not in str(error.value)
+
+
+def test_prices_and_repeats_reach_the_runner_and_parse_under_run_task(tmp_path: Path):
+    from hcu.osworld.attempt.options import parse_options
+
+    anthropic = {**PRICE, "cache_write_usd_per_mtok": 15.0}
+    config = config_at(tmp_path, agent="claude-code", prices={"claude-opus-5": anthropic}, max_cost_usd=50,
+                       repeats=3, tasks=["a", {"id": "b", "repeats": 5}])
+    assert [config.repeats_of(task) for task in config.tasks] == [3, 5]
+    options = parse_options(runner_args(config, config.tasks[1], 2, tmp_path / "r", repeat=4))
+    assert (options.repeat, options.attempt) == (4, 2)
+    assert options.prices == config.prices and options.prices["claude-opus-5"].cache_write_usd_per_mtok == 15.0
+    assert "--max-cost-usd" not in runner_args(config, config.tasks[0], 1, tmp_path), "a panel key, not the runner's"
+
+
+def test_a_stored_config_resolves_to_itself_with_symlinked_artifacts(tmp_path: Path):
+    """A rerun config is the stored config.json written back as a config file: loading it must give the same
+    run (a symlinked agent CLI, as in a checkout sharing another's artifacts, included)."""
+    real = tmp_path / "elsewhere"
+    real.mkdir()
+    (real / "codex").write_bytes(b"cli")
+    artifacts = tmp_path / "artifacts"
+    artifacts.mkdir()
+    (artifacts / "codex").symlink_to(real / "codex")
+    first = config_at(tmp_path, artifact_dir=str(artifacts), repeats=2)
+    again = tmp_path / "again.json"
+    again.write_bytes(orjson.dumps(first.model_dump(mode="json")))
+    assert load_config(again).comparable() == first.comparable()
+    assert first.agent_binary == artifacts / "codex"

@@ -1,4 +1,5 @@
-"""kill -9 of the queue at random points, 20 times, then a resume to the end: nothing lost or doubled."""
+"""kill -9 of the queue at random points, 20 times, on a panel of two repeats per task, then a resume to the end:
+nothing lost or doubled, no repeat's attempt taken for another's."""
 
 from __future__ import annotations
 
@@ -11,12 +12,15 @@ from pathlib import Path
 import orjson
 import pytest
 
+from hcu.osworld.attempt.identity import repeat_key
 from hcu.osworld.queue.state import runs_attempt
 
 pytestmark = pytest.mark.docker
 
 ROUNDS = 20
-TASKS = [f"k{i}" for i in range(10)]
+TASKS = [f"k{i}" for i in range(5)]
+REPEATS = 2
+KEYS = [repeat_key(task, repeat) for task in TASKS for repeat in range(1, REPEATS + 1)]
 KILL_RUNNER_ROUNDS = (1, 3, 6)
 """Rounds that also SIGKILL one runner, early while work remains, to make interrupted attempts."""
 
@@ -38,6 +42,7 @@ def live_leases(run_dir: Path) -> list[dict]:
 
 
 def kill_one_runner(run_dir: Path, rng: random.Random) -> tuple[str, int, float] | None:
+    """(the repeat's key, attempt, when) of the runner killed."""
     """SIGKILL a live runner (waiting up to 10 s for one); None when none was interrupted."""
     deadline = time.time() + 10
     while not (live := live_leases(run_dir)) and time.time() < deadline:
@@ -51,13 +56,14 @@ def kill_one_runner(run_dir: Path, rng: random.Random) -> tuple[str, int, float]
         time.sleep(0.01)
     if (Path(lease["result_dir"]) / "result.json").exists():
         return None  # it finished just before the signal: a result, not an interruption
-    return lease["task_id"], lease["attempt"], killed_at
+    return repeat_key(lease["task_id"], lease["repeat"]), lease["attempt"], killed_at
 
 
 def attempt_intervals(events: list[dict], kills: dict[tuple[str, int], float]) -> dict[tuple, list[float]]:
+    """(repeat key, attempt) -> [start, end] from the stand-in's events."""
     spans: dict[tuple, list[float]] = {}
     for event in events:
-        key = (event["task_id"], event["attempt"])
+        key = (repeat_key(event["task_id"], event["repeat"]), event["attempt"])
         assert not (event["event"] == "start" and key in spans), f"attempt {key} started twice"
         spans.setdefault(key, [event["at"], kills.get(key, float("inf"))])
         if event["event"] == "end":
@@ -70,8 +76,8 @@ def test_kill_9_at_random_points_then_resume(make_panel, sleep_image, containers
     rng = random.Random(seed)
     guest_fail = {"status": "error", "score": None, "failure_classification": "guest"}
     probe_fail = {"status": "error", "score": None, "failure_classification": "probe"}
-    panel = make_panel(TASKS, image=sleep_image, max_active_tasks=3, sleep_sec=(0.5, 1.5),
-                       outcomes={"k2": [guest_fail, {}], "k5": [probe_fail, probe_fail, {}]})
+    panel = make_panel(TASKS, image=sleep_image, max_active_tasks=3, sleep_sec=(0.5, 1.5), repeats=REPEATS,
+                       outcomes={"k2": [guest_fail, {}], "k4.r2": [probe_fail, probe_fail, {}]})
     run_dir, kills, kept = panel.run_dir, {}, {}
     for round_ in range(ROUNDS):
         queue = panel.start()
@@ -88,27 +94,30 @@ def test_kill_9_at_random_points_then_resume(make_panel, sleep_image, containers
     assert queue.wait(timeout=120) == 0, queue.stderr.read().decode()
 
     assert kills, f"seed {seed}: no runner was interrupted; the test did not exercise retries"
-    for task_id in TASKS:
-        result = orjson.loads((run_dir / "tasks" / task_id / "result.json").read_bytes())
-        assert result["status"] == "completed" and result["failure_classification"] is None, task_id
+    for key in KEYS:
+        result = orjson.loads((run_dir / "tasks" / key / "result.json").read_bytes())
+        assert result["status"] == "completed" and result["failure_classification"] is None, key
+        assert repeat_key(result["task_id"], result["repeat"]) == key and result["attempt_id"].endswith(
+            f"/{key}/{result['attempt']}")
     assert all(now_bytes == kept[path] for path, now_bytes in final_results(run_dir).items() if path in kept)
-    for task_id, attempt in kills:
-        note = orjson.loads((run_dir / "retries" / f"{task_id}-{attempt}" / "retry.json").read_bytes())
-        assert note["failure_classification"] == "interrupted", (seed, task_id, attempt)
-    for task_id, attempts in (("k2", [1]), ("k5", [1, 2])):
+    for key, attempt in kills:
+        note = orjson.loads((run_dir / "retries" / f"{key}-{attempt}" / "retry.json").read_bytes())
+        assert note["failure_classification"] == "interrupted", (seed, key, attempt)
+        assert repeat_key(note["task_id"], note["repeat"]) == key
+    for key, attempts in (("k2", [1]), ("k4.r2", [1, 2])):
         for attempt in attempts:
-            note = orjson.loads((run_dir / "retries" / f"{task_id}-{attempt}" / "retry.json").read_bytes())
+            note = orjson.loads((run_dir / "retries" / f"{key}-{attempt}" / "retry.json").read_bytes())
             assert note["failure_classification"] in ("guest", "probe", "interrupted")
 
     spans = attempt_intervals(panel.events(), kills)
     retried = {path.name for path in (run_dir / "retries").iterdir()}
-    for task_id, attempt in spans:
-        final = orjson.loads((run_dir / "tasks" / task_id / "result.json").read_bytes())["attempt"]
-        assert attempt == final or f"{task_id}-{attempt}" in retried, f"seed {seed}: {task_id}/{attempt} lost"
-    for task_id in TASKS:
-        mine = sorted(span for key, span in spans.items() if key[0] == task_id)
+    for key, attempt in spans:
+        final = orjson.loads((run_dir / "tasks" / key / "result.json").read_bytes())["attempt"]
+        assert attempt == final or f"{key}-{attempt}" in retried, f"seed {seed}: {key}/{attempt} lost"
+    for key in KEYS:
+        mine = sorted(span for (k, _), span in spans.items() if k == key)
         overlap = any(a[1] > b[0] for a, b in zip(mine, mine[1:], strict=False))
-        assert not overlap, f"seed {seed}: two attempts of {task_id} ran at once"
+        assert not overlap, f"seed {seed}: two attempts of {key} ran at once"
     marks = sorted([(s, 1) for s, _ in spans.values()] + [(e, -1) for _, e in spans.values()])
     running = [sum(step for _, step in marks[: i + 1]) for i in range(len(marks))]
     assert max(running) <= 3, f"seed {seed}: more than max_active_tasks attempts ran at once"

@@ -12,11 +12,13 @@ from pathlib import Path
 import orjson
 import pytest
 
+from hcu.osworld.attempt.identity import AttemptId
 from hcu.osworld.attempt.lease import lease_for_this_process
 from hcu.osworld.errors import MAX_ATTEMPTS
 from hcu.osworld.queue.panel import QueueRefused, QueueStopped, run_lock
 from hcu.osworld.summary.run_summary import summarize
 from hcu.record_io import write_record
+from tests.queue.conftest import wait_for
 
 pytestmark = pytest.mark.docker
 
@@ -29,13 +31,6 @@ def overlap_peak(events: list[dict]) -> int:
         running += step
         peak = max(peak, running)
     return peak
-
-
-def wait_for(predicate, timeout_sec: float, what: str) -> None:
-    deadline = time.time() + timeout_sec
-    while not predicate():
-        assert time.time() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 def test_cap_and_stagger_are_held(make_panel):
@@ -184,6 +179,11 @@ def test_dry_run_prints_gateway_flags_and_writes_nothing(make_panel):
     ({"tasks": ["a"], "bogus": 1}, "bogus: unknown key"),
     ({"tasks": ["a", "a"]}, "tasks: duplicate task id 'a'"),
     ({"tasks": ["a"], "max_active_tasks": "many"}, "max_active_tasks: Input should be a valid integer"),
+    ({"tasks": ["a"], "repeats": 0}, "repeats: Input should be greater than or equal to 1"),
+    ({"tasks": ["a"], "max_cost_usd": 10}, "max_cost_usd: needs a price for the run's model (prices.gpt-5.5)"),
+    ({"tasks": ["a"], "prices": {"gpt-5.5": {"input_usd_per_mtok": -1, "cached_input_usd_per_mtok": 0,
+                                             "output_usd_per_mtok": 1}}},
+     "prices.gpt-5.5.input_usd_per_mtok: Input should be greater than or equal to 0"),
 ])
 def test_bad_config_is_one_line_exit_2(tmp_path: Path, body: dict, names: str):
     path = tmp_path / "bad.json"
@@ -197,7 +197,8 @@ def test_bad_config_is_one_line_exit_2(tmp_path: Path, body: dict, names: str):
 
 def test_attempt_leased_by_another_host_is_refused(make_panel):
     panel = make_panel(["a"])
-    lease = lease_for_this_process(panel.config.run_id, "a", 1, panel.run_dir / "tasks" / "a")
+    attempt = AttemptId(run_id=str(panel.config.run_id), task_id="a", attempt=1)
+    lease = lease_for_this_process(attempt, panel.run_dir / "tasks" / "a")
     write_record(panel.run_dir / "tasks" / "a" / "attempt.json", lease.model_copy(update={"host": "elsewhere"}))
     with pytest.raises(QueueRefused, match="leased by host elsewhere"):
         panel.run()

@@ -4,7 +4,6 @@ node lost mid-attempt, a killed queue's attempts adopted."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import orjson
@@ -14,6 +13,7 @@ import ray
 from hcu.gateway.scope_secret import key_id, load_or_create_key
 from hcu.osworld.queue.panel import QueueStopped
 from hcu.osworld.summary.run_summary import summarize
+from tests.queue.conftest import wait_for
 from tests.queue.ray_checks import manifest, peaks_by_node, results
 from tests.queue.ray_cluster import SESSION_NODES, UPSTREAM_TOKEN_ENV
 
@@ -27,13 +27,6 @@ GROUP_CAPS = {"boot_setup": "hcu/boot-setup-cap", "agent": "hcu/agent-cap", "eva
 def run_actors(run_id: str) -> list[str]:
     return [entry["name"] for entry in ray.util.list_named_actors(all_namespaces=True)
             if run_id in entry["name"]]
-
-
-def wait_for(predicate, timeout_sec: float, what: str) -> None:
-    deadline = time.time() + timeout_sec
-    while not predicate():
-        assert time.time() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
 
 
 def secret_checks(panel, within: Path | None = None) -> list[dict]:
@@ -144,7 +137,7 @@ def test_node_lost_mid_attempt_reruns_elsewhere(ray_panel, loss_nodes, sleep_ima
     summary = summarize(run_dir)
     assert (summary["valid"], summary["attempts"], summary["retried_tasks"]) == (2, 3, 1)
     done = next(e for e in panel.queue_events() if e["event"] == "done")
-    assert [lost_task, 1] in done["leftovers_removed"], "the lost attempt's container was swept"
+    assert f"{run_id}/{lost_task}/1" in done["leftovers_removed"], "the lost attempt's container was swept"
     assert containers_of(run_id) == []
     assert run_actors(run_id) == []
 
@@ -232,3 +225,24 @@ def test_a_configuration_failure_stops_launches_on_ray(ray_panel):
     assert panel.run() == dict.fromkeys(tasks, "finished")
     assert sorted((e["task_id"], e["attempt"]) for e in panel.events() if e["event"] == "start") == [
         ("c0", 1), ("c0", 2), ("c1", 1), ("c2", 1)]
+
+
+def test_repeats_on_ray_come_home_under_their_own_names(ray_panel, sleep_image, containers_of):
+    guest_fail = {"status": "error", "score": None, "failure_classification": "guest"}
+    panel = ray_panel(["q0", "q1"], image=sleep_image, repeats=2, max_active_tasks=4, sleep_sec=(0.2, 0.4),
+                      outcomes={"q1.r2": [guest_fail, {}]})
+    keys = ["q0", "q0.r2", "q1", "q1.r2"]
+    assert panel.run() == dict.fromkeys(keys, "finished")
+    run_dir, run_id = panel.run_dir, panel.config.run_id
+    attempts = {"q0": 1, "q0.r2": 1, "q1": 1, "q1.r2": 2}
+    assert sorted(manifest(run_dir)["attempt_nodes"]) == sorted(
+        [f"{run_id}/{key}/{n}" for key, n in attempts.items()] + [f"{run_id}/q1.r2/1"])
+    for key, attempt in attempts.items():
+        placement = orjson.loads((run_dir / "tasks" / key / "placement.json").read_bytes())
+        result = orjson.loads((run_dir / "tasks" / key / "result.json").read_bytes())
+        assert placement["attempt_id"] == result["attempt_id"] == f"{run_id}/{key}/{attempt}"
+        assert placement["repeat"] == result["repeat"] == (2 if key.endswith(".r2") else 1)
+        assert f"=== attempt {attempt} launched" in (run_dir / "logs" / f"{key}.log").read_text()
+    assert orjson.loads((run_dir / "retries" / "q1.r2-1" / "retry.json").read_bytes())["repeat"] == 2
+    assert summarize(run_dir)["repeats"] == 2
+    assert run_actors(run_id) == [] and containers_of(run_id) == []

@@ -135,7 +135,7 @@ def test_attempts_machine_time_domains_strata_and_scripted_banner(tmp_path: Path
     assert [r["attempts"] for r in csv_rows(run_dir)] == ["3", "1", "1"]
 
 
-def test_paired_comparison_lists_discordant_tasks_and_writes_a_rerun_config(tmp_path: Path):
+def test_paired_comparison_lists_discordant_tasks_and_writes_the_rerun_configs(tmp_path: Path):
     mine = {"same1": ok(1.0), "same0": ok(0.0), "up": ok(1.0), "up2": ok(1.0), "down": ok(0.0),
             "gone": {"status": "error"}, "only_mine": ok(1.0)}
     theirs = {"same1": ok(1.0), "same0": ok(0.0), "up": ok(0.0), "up2": ok(0.0), "down": ok(1.0),
@@ -147,11 +147,17 @@ def test_paired_comparison_lists_discordant_tasks_and_writes_a_rerun_config(tmp_
     assert (c["this_better"], c["other_better"]) == (2, 1)
     expected = paired_difference([1, 0, 1, 1, 0], [1, 0, 0, 0, 1])
     assert c["mean_difference"] == pytest.approx(0.2) and c["ci95"]["low"] == expected.interval.low
+    assert c["rerun_configs"] == [] and c["sign_settled"] is False, "configs only when asked for"
+    c = summarize(a, b, rerun_discordant=2)["compare"]
     rerun = load_config(c["rerun_configs"][0])
-    assert rerun.run_id == "mine-discordant" and [t.id for t in rerun.tasks] == ["up", "up2", "down"]
-    assert rerun.token_log == tmp_path / "mine-discordant" / "gateway-tokens.jsonl"
-    assert load_config(c["rerun_configs"][1]).model == "other-model"
-    assert "Paired comparison with theirs" in (a / "summary" / "summary.md").read_text()
+    assert rerun.run_id == "mine" and rerun.run_dir == a and rerun.token_log == a / "gateway-tokens.jsonl"
+    assert {t.id: rerun.repeats_of(t) for t in rerun.tasks} == {
+        "same1": 1, "same0": 1, "up": 3, "up2": 3, "down": 3, "gone": 1, "only_mine": 1}
+    other = load_config(c["rerun_configs"][1])
+    assert (other.run_id, other.model) == ("theirs", "other-model") and other.run_dir == b
+    assert [t.id for t in other.tasks if other.repeats_of(t) == 3] == ["up", "up2", "down"]
+    md = (a / "summary" / "summary.md").read_text()
+    assert "Paired comparison with theirs" in md and "The sign is not settled" in md
 
 
 def test_not_a_run_directory_is_one_line_exit_2(tmp_path: Path):

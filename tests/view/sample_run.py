@@ -220,7 +220,8 @@ def build_run(root: Path, run_id: str, attempts: list[Attempt], *, salted: bool 
     domain = domains or {t: DOMAINS[i % len(DOMAINS)] for i, t in enumerate(task_ids)}
     config = parse_config({"run_id": run_id, "benchmark_version": "v1", "agent": "codex", "test_desktop": True,
                            "gateway": "http://127.0.0.1:9", "results_dir": str(root),
-                           "tasks": [{"id": t, "task_domain": domain[t]} for t in task_ids]}, root / f"{run_id}.json")
+                           "tasks": [{"id": t, "task_domain": domain[t]} for t in task_ids],
+                           "repeats": max(a.repeat for a in attempts)}, root / f"{run_id}.json")
     run_dir = config.run_dir
     (run_dir / "tasks").mkdir(parents=True)
     write_json(run_dir / "config.json", config.model_dump(mode="json"))

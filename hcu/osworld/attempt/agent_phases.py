@@ -22,6 +22,7 @@ from hcu.defaults import GUEST
 from hcu.osworld.agents import get_adapter
 from hcu.osworld.agents.base import GUEST_ROOT, AgentAdapter, AgentContext, AgentPlan
 from hcu.osworld.attempt.agent_phase import AgentLimits, AgentOutcome, run_agent
+from hcu.osworld.attempt.cost import cost_for_scope
 from hcu.osworld.attempt.gateway_watch import GatewayWatch
 from hcu.osworld.attempt.guest_phases import AttemptState
 from hcu.osworld.attempt.isolation import prepare_agent, remove_inherited, upload_plan
@@ -51,6 +52,7 @@ class AgentAttempt(AttemptState):
     credential: GatewayCredential | None = None
     outcome: AgentOutcome | None = None
     usage: Usage | None = None
+    cost_usd: float | None = None
 
 
 def render_agent(state: AgentAttempt) -> None:
@@ -126,16 +128,18 @@ def settle(state: AgentAttempt) -> None:
 
 
 def collect(state: AgentAttempt) -> None:
-    """Whatever ended the attempt: its usage, from the gateway's token-log rows of its scope, and its evidence,
-    trajectory.json with the step screenshots (the guest is still up: cleanup comes after)."""
+    """Whatever ended the attempt: its usage and cost, from the gateway's token-log rows of its scope, and its
+    evidence, trajectory.json with the step screenshots (the guest is still up: cleanup comes after)."""
     s = state.settings
     if s.token_log is not None:
         state.usage = usage_for_scope(s.token_log, state.attempt.gateway_scope)
+        state.cost_usd = cost_for_scope(s.token_log, state.attempt.gateway_scope, s.prices)
     if state.context is None or state.adapter is None:
         return  # ended before an agent was rendered: no step to keep
     try:
         collect_evidence(state.guest.api if state.guest else None, state.result_dir, agent=state.adapter.name,
                          ctx=state.context, agent_version=state.meta.agent_version, token_log=s.token_log,
+                         prices=s.prices,
                          ended=_ended(state), secrets=[state.credential.secret if state.credential else None],
                          attempt_id=str(state.attempt))
     except Exception as exc:  # evidence never decides an outcome; meta.json says what is missing

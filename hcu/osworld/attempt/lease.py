@@ -8,6 +8,7 @@ import socket
 import time
 from pathlib import Path
 
+from hcu.osworld.attempt.identity import AttemptId
 from hcu.record_io import Record
 
 
@@ -18,6 +19,7 @@ class AttemptLease(Record):
     run_id: str
     task_id: str
     attempt: int
+    repeat: int = 1
     pid: int
     """The runner process; alive (and still running this attempt) means the attempt is live."""
     host: str
@@ -30,8 +32,8 @@ def current_host() -> str:
     return socket.gethostname()
 
 
-def lease_for_this_process(run_id: str, task_id: str, attempt: int, result_dir: Path) -> AttemptLease:
+def lease_for_this_process(attempt: AttemptId, result_dir: Path) -> AttemptLease:
     """The lease a runner writes for itself."""
-    return AttemptLease(attempt_id=f"{run_id}/{task_id}/{attempt}", run_id=run_id, task_id=task_id,
-                        attempt=attempt, pid=os.getpid(), host=current_host(), started_at=time.time(),
-                        result_dir=str(result_dir))
+    return AttemptLease(attempt_id=str(attempt), run_id=attempt.run_id, task_id=attempt.task_id,
+                        attempt=attempt.attempt, repeat=attempt.repeat, pid=os.getpid(), host=current_host(),
+                        started_at=time.time(), result_dir=str(result_dir))

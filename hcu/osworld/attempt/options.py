@@ -24,6 +24,8 @@ class RunTaskOptions(AttemptSettings):
     `single-<time>-<random>` per run, so two standalone runs never share a scope, a container or a port."""
     attempt: int = Field(default=1, ge=1)
     """The attempt number (the queue counts infrastructure retries)."""
+    repeat: int = Field(default=1, ge=1)
+    """Which scored run of the task this is (the queue's `repeats`); each repeat has its own attempts."""
     result_dir: Path | None = None
     """Default runs/single/<task>-<agent>-<run id>/."""
 

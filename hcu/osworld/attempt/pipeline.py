@@ -62,15 +62,14 @@ def run_task(opts: RunTaskOptions, stops: StopSignals | None = None) -> TaskResu
     """Run the attempt; `stops` (installed by the command) turns SIGTERM/SIGINT into `interrupted`."""
     result_dir = opts.resolved_result_dir()
     result_dir.mkdir(parents=True, exist_ok=True)
-    attempt = AttemptId(run_id=opts.run_id, task_id=opts.task_id, attempt=opts.attempt)
+    attempt = AttemptId(run_id=opts.run_id, task_id=opts.task_id, attempt=opts.attempt, repeat=opts.repeat)
     phases = PhaseLog.writing_progress(str(attempt), result_dir, admit=admission_from_env())
     state = AgentAttempt(settings=opts, attempt=attempt, result_dir=result_dir, phases=phases,
                          boot_timeout_sec=math.inf)  # the boot phase's own deadline ends the boot
     result = TaskResult(status="error", attempt_id=str(attempt), run_id=attempt.run_id, task_id=attempt.task_id,
-                        attempt=attempt.attempt, benchmark_version=opts.benchmark_version, agent=opts.agent,
-                        started_at=time.time())
-    write_record(result_dir / "attempt.json",
-                 lease_for_this_process(attempt.run_id, attempt.task_id, attempt.attempt, result_dir))
+                        attempt=attempt.attempt, repeat=attempt.repeat, benchmark_version=opts.benchmark_version,
+                        agent=opts.agent, started_at=time.time())
+    write_record(result_dir / "attempt.json", lease_for_this_process(attempt, result_dir))
 
     def record(state: AgentAttempt, failure: Failure | None) -> None:
         _fill(result, state, failure)
@@ -88,7 +87,7 @@ def _fill(result: TaskResult, state: AgentAttempt, failure: Failure | None) -> N
     """result.json from what the phases left: the agent's outcome, the evaluator's score, or the failure that
     ended the attempt (the error table decides whether a score stands: 0 on budget or timeout)."""
     s, outcome = state.settings, state.outcome
-    result.model, result.effort, result.usage = s.model, s.effort, state.usage
+    result.model, result.effort, result.usage, result.cost_usd = s.model, s.effort, state.usage, state.cost_usd
     if state.task is not None:
         result.task_domain = state.task.domain
     if state.assets is not None:

@@ -75,11 +75,16 @@ class TaskResult(Record):
     """A key of `hcu.osworld.errors.POLICIES`, or None for a clean attempt."""
     failure_message: str | None = None
     usage: Usage | None = None
+    cost_usd: float | None = None
+    """What the attempt's model calls cost, from its token-log rows and the run's `prices`; None when unknown
+    (no price for a model its rows name, a generation logged without its tokens, no token log): never 0 then."""
 
     attempt_id: str | None = None
     run_id: str | None = None
     task_id: str | None = None
     task_domain: str | None = None
+    repeat: int = 1
+    """Which scored run of the task this attempt belongs to (results from before repeats are repeat 1)."""
     attempt: int | None = None
     benchmark_version: str | None = None
     agent: str | None = None

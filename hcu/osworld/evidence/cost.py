@@ -1,31 +1,17 @@
-"""What a generation cost, from the run's price table (model -> USD per million tokens). Unknown is never zero:
-a model without a price, or a generation without token counts, has no cost.
-
-The token log counts cached input inside `input_tokens` and has no separate count of cache writes: cache writes
-are priced as uncached input, and `cache_write_usd_per_mtok` is accepted but has nothing to price yet.
-"""
+"""What a generation cost: the run's price table (`settings.ModelPrice` per model, USD per million tokens) applied
+to one token-log row by `hcu.osworld.attempt.cost`, the one pricing rule, so a step's cost and the attempt's
+result.json `cost_usd` agree. Unknown is never zero: a model without a price, or a generation without token
+counts, has no cost."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from hcu.gateway.tokenlog import TokenUsage
+from hcu.osworld.attempt.cost import usage_cost
+from hcu.osworld.settings import ModelPrice
 
-PER_MTOK = 1_000_000
-
-
-class ModelPrice(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    input_usd_per_mtok: float = Field(ge=0)
-    output_usd_per_mtok: float = Field(ge=0)
-    """Output includes reasoning tokens."""
-    cached_input_usd_per_mtok: float | None = Field(default=None, ge=0)
-    """Default: the input price."""
-    cache_write_usd_per_mtok: float | None = Field(default=None, ge=0)
-
+__all__ = ["ModelPrice", "Prices", "generation_cost", "price_table"]
 
 Prices = Mapping[str, ModelPrice]
 
@@ -39,9 +25,4 @@ def generation_cost(usage: TokenUsage | None, model: str | None, prices: Prices)
     price = prices.get(model or "")
     if usage is None or price is None:
         return None
-    cached_price = price.input_usd_per_mtok if price.cached_input_usd_per_mtok is None else \
-        price.cached_input_usd_per_mtok
-    uncached = max(0, usage.input_tokens - usage.cached_input_tokens)
-    total = (uncached * price.input_usd_per_mtok + usage.cached_input_tokens * cached_price
-             + usage.output_tokens * price.output_usd_per_mtok)
-    return round(total / PER_MTOK, 8)
+    return usage_cost(usage.model_dump(), price)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from hcu.gateway.restore import TRACKED as GENERATION_OUTCOMES
 from hcu.gateway.tokenlog import TokenLogRow, read_token_log
+from hcu.osworld.attempt.cost import cost_for_scope
 from hcu.osworld.evidence.atif import StepMetrics
 from hcu.osworld.evidence.cost import Prices, generation_cost
 
@@ -53,6 +54,7 @@ class ScopeGenerations:
     unanswered: list[TokenLogRow]
     """Failed requests after the last success."""
     total_cost_usd: float | None
+    """What the scope's rows cost, as result.json's cost_usd says (None: unknown)."""
 
 
 def scope_generations(token_log: Path | None, scope: str, prices: Prices) -> ScopeGenerations:
@@ -66,18 +68,7 @@ def scope_generations(token_log: Path | None, scope: str, prices: Prices) -> Sco
             continue
         generations.append(Generation(row, failed, generation_cost(row.usage, row.model, prices)))
         failed = []
-    total = _total_cost(rows, prices) if token_log is not None and token_log.exists() else None
-    return ScopeGenerations(generations, failed, total)
-
-
-def _total_cost(rows: list[TokenLogRow], prices: Prices) -> float | None:
-    """Every counted generation's cost (the rows the attempt's usage sums); None when any is unknown."""
-    if not prices:
-        return None
-    costs = [generation_cost(r.usage, r.model, prices) for r in rows if r.counted]
-    if any(c is None for c in costs):
-        return None
-    return round(sum(c for c in costs if c is not None), 8)
+    return ScopeGenerations(generations, failed, cost_for_scope(token_log, scope, prices))
 
 
 def request_summary(row: TokenLogRow) -> dict:

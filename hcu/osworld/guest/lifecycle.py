@@ -103,7 +103,7 @@ class Guest:
 
 
 def container_name(attempt: AttemptId) -> str:
-    raw = f"hcu-{attempt.run_id}-{attempt.task_id}-{attempt.attempt}"
+    raw = f"hcu-{attempt.run_id}-{attempt.task_key}-{attempt.attempt}"
     return re.sub(r"[^a-zA-Z0-9_.-]", "-", raw)[:200]
 
 

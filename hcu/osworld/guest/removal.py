@@ -8,7 +8,7 @@ import contextlib
 import docker.errors
 from pydantic import BaseModel
 
-from hcu.osworld.attempt.identity import LABEL_ATTEMPT, LABEL_MANAGED, LABEL_RUN_ID, LABEL_TASK_ID
+from hcu.osworld.attempt.identity import LABEL_ATTEMPT, LABEL_MANAGED, LABEL_REPEAT, LABEL_RUN_ID, LABEL_TASK_ID
 from hcu.osworld.guest import memory
 from hcu.osworld.guest import overlay as overlays
 from hcu.osworld.guest import ports as port_leases
@@ -26,20 +26,23 @@ class CleanupReport(BaseModel):
         return [f"removed {kind[:-1]} {item}" for kind, items in self.model_dump().items() for item in items]
 
 
-def selector(*, run_id: str | None, task_id: str | None, attempt: int | None) -> dict[str, str]:
+def selector(*, run_id: str | None, task_id: str | None, attempt: int | None,
+             repeat: int | None = None) -> dict[str, str]:
     labels = {LABEL_MANAGED: "1"}
-    for key, value in ((LABEL_RUN_ID, run_id), (LABEL_TASK_ID, task_id), (LABEL_ATTEMPT, attempt)):
+    for key, value in ((LABEL_RUN_ID, run_id), (LABEL_TASK_ID, task_id), (LABEL_REPEAT, repeat),
+                       (LABEL_ATTEMPT, attempt)):
         if value is not None:
             labels[key] = str(value)
     return labels
 
 
 def cleanup(
-    *, run_id: str | None = None, task_id: str | None = None, attempt: int | None = None
+    *, run_id: str | None = None, task_id: str | None = None, attempt: int | None = None, repeat: int | None = None
 ) -> CleanupReport:
     """Remove every container, volume, overlay, port lease and memory reservation carrying `hcu.managed=1` and
-    the given labels (no arguments: everything hcu manages on this host)."""
-    labels = selector(run_id=run_id, task_id=task_id, attempt=attempt)
+    the given labels (no arguments: everything hcu manages on this host). An attempt is found by its repeat and its
+    attempt number together: attempt 1 of repeat 1 and attempt 1 of repeat 2 are different attempts."""
+    labels = selector(run_id=run_id, task_id=task_id, attempt=attempt, repeat=repeat)
     filters = {"label": [f"{k}={v}" for k, v in labels.items()]}
     report = CleanupReport()
     with contextlib.closing(docker_client()) as client:

@@ -19,15 +19,23 @@ import orjson
 from pydantic import BeforeValidator, Field, ValidationError, field_validator, model_validator
 
 from hcu import REPO_ROOT
-from hcu.defaults import GATEWAY
+from hcu.defaults import AGENTS, GATEWAY
 from hcu.flags import Settings, describe_error
+from hcu.osworld.attempt.identity import ambiguous_task_id
 from hcu.osworld.osworld_bridge.assets import holds_stand_ins
 from hcu.osworld.settings import SAFE_NAME, SIZE, AttemptSettings, absolute
 
-TUNABLE_KEYS = frozenset({"max_active_tasks", "launch_stagger_seconds", "expected_durations_from"})
-"""Keys a resumed run may change; any other difference means a different run."""
+TUNABLE_KEYS = frozenset({"max_active_tasks", "launch_stagger_seconds", "expected_durations_from", "max_cost_usd"})
+"""Keys a resumed run may change; any other difference means a different run (`repeats` may be raised: see
+`lowered_repeats`)."""
 TUNABLE_RAY_KEYS = frozenset({"address"})
 """Keys of `ray` a resumed run may change (a restarted cluster has a new address; its nodes are the same)."""
+
+REPEAT_POLICY = "mean"
+"""How repeats make a task's score: the mean of its scored repeats, never the best of them."""
+REPEAT_POLICY_TEXT = (f"{REPEAT_POLICY}: each task runs `repeats` times, every repeat scored with its own identity "
+                      "and retries; a task's score is the mean of its repeats (never a best-of)")
+"""The policy as manifest.json states it."""
 
 DOCKER_BRIDGE_FALLBACK = "172.17.0.1"
 """Docker's usual bridge address, used when the engine cannot be asked (a dry run on a machine without one)."""
@@ -51,6 +59,16 @@ class TaskSpec(Settings):
     ram_size: str | None = Field(default=None, pattern=SIZE)
     stratum: str | None = None
     """A label for summary tables (difficulty, app family, ...)."""
+    repeats: int | None = Field(default=None, ge=1)
+    """This task's scored attempts; falls back to the config's repeats."""
+
+    @field_validator("id")
+    @classmethod
+    def _not_a_repeat_name(cls, task_id: str) -> str:
+        if ambiguous_task_id(task_id):
+            raise ValueError(f"{task_id!r} ends like a repeat's folder (<task>.r<n>); expected an id without "
+                             "that suffix")
+        return task_id
 
 
 TaskEntry = Annotated[TaskSpec, BeforeValidator(_task_from_id, json_schema_input_type=str | TaskSpec)]
@@ -126,7 +144,14 @@ class RunConfig(ExecutorKeys, AttemptSettings):
     run_id: str | None = Field(default=None, pattern=SAFE_NAME)
     """Run directory name; defaults to the config file name without .json."""
     tasks: list[TaskEntry] = Field(min_length=1)
-    """Task ids, or objects with id and optional task_domain, volume_size, ram_size, stratum."""
+    """Task ids, or objects with id and optional task_domain, volume_size, ram_size, stratum, repeats."""
+    repeats: int = Field(default=1, ge=1)
+    """Scored attempts per task (a task entry's repeats overrides it). Each repeat has its own identity (scope,
+    container, folder tasks/<id>.r<n>/ from the second on) and its own retries; a task's score is the mean of its
+    repeats. A resumed run may raise it (only the added repeats run), never lower it."""
+    max_cost_usd: float | None = Field(default=None, gt=0)
+    """Campaign ceiling: no attempt starts once the run's spend, read from its token log at the run's prices,
+    has reached it (running attempts finish); a resumed run may change it. Needs a price for the run's model."""
     max_active_tasks: int = Field(default=1, ge=1)
     """Attempts running at once; with executor ray, also at most the guest slots the live nodes advertise."""
     launch_stagger_seconds: float = Field(default=10.0, ge=0)
@@ -148,6 +173,17 @@ class RunConfig(ExecutorKeys, AttemptSettings):
             seen.add(task.id)
         return tasks
 
+    @model_validator(mode="after")
+    def _ceiling_has_prices(self) -> RunConfig:
+        model = self.model or AGENTS[self.agent].model
+        if self.max_cost_usd is not None and model not in (self.prices or {}):
+            raise ValueError(f"max_cost_usd: needs a price for the run's model (prices.{model}); without one the "
+                             "spend is unknown")
+        return self
+
+    def repeats_of(self, task: TaskSpec) -> int:
+        return task.repeats or self.repeats
+
     @property
     def run_dir(self) -> Path:
         assert self.results_dir is not None and self.run_id is not None, "use load_config()"
@@ -162,11 +198,25 @@ class RunConfig(ExecutorKeys, AttemptSettings):
         return self.ray is not None and self.ray.node_gateway is not None
 
     def comparable(self) -> dict[str, Any]:
-        """The resolved config minus the keys a resumed run may change."""
-        exclude: dict[str, Any] = dict.fromkeys(TUNABLE_KEYS, True)
+        """The resolved config minus the keys a resumed run may change (repeats included: raising them adds
+        attempts to the same run; `lowered_repeats` refuses the other way)."""
+        exclude: dict[str, Any] = {**dict.fromkeys(TUNABLE_KEYS, True), "repeats": True,
+                                   "tasks": {"__all__": {"repeats"}}}
         if self.ray is not None:
             exclude["ray"] = set(TUNABLE_RAY_KEYS)
         return self.model_dump(mode="json", exclude=exclude)
+
+
+def lowered_repeats(stored: RunConfig, config: RunConfig) -> str | None:
+    """Which key lowers a task's repeats below those the run started with (None: none does)."""
+    before = {task.id: stored.repeats_of(task) for task in stored.tasks}
+    for index, task in enumerate(config.tasks):
+        old, new = before.get(task.id), config.repeats_of(task)
+        if old is not None and new < old:
+            key = f"tasks[{index}].repeats" if task.repeats is not None else "repeats"
+            return (f"{key}: task {task.id} would have {new} repeats, the run has {old}; repeats can be raised "
+                    "on resume, never lowered")
+    return None
 
 
 def docker_bridge_address() -> str:

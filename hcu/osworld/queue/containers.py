@@ -4,23 +4,32 @@ from __future__ import annotations
 
 import contextlib
 
-from hcu.osworld.attempt.identity import LABEL_ATTEMPT, LABEL_MANAGED, LABEL_RUN_ID, LABEL_TASK_ID, AttemptId
+from hcu.osworld.attempt.identity import (
+    LABEL_ATTEMPT,
+    LABEL_MANAGED,
+    LABEL_REPEAT,
+    LABEL_RUN_ID,
+    LABEL_TASK_ID,
+    AttemptId,
+)
 from hcu.osworld.guest.docker_engine import docker_client
 from hcu.osworld.guest.removal import cleanup
 
 
-def run_attempts_with_containers(run_id: str) -> set[tuple[str, int]]:
-    """(task_id, attempt) of every container, running or not, labelled with this run."""
+def run_attempts_with_containers(run_id: str) -> set[AttemptId]:
+    """Every attempt that owns a container, running or not, labelled with this run."""
     found = set()
     filters = {"label": [f"{LABEL_MANAGED}=1", f"{LABEL_RUN_ID}={run_id}"]}
     with contextlib.closing(docker_client()) as client:
         for container in client.containers.list(all=True, filters=filters):
             labels = container.labels
-            if labels.get(LABEL_TASK_ID) and labels.get(LABEL_ATTEMPT, "").isdigit():
-                found.add((labels[LABEL_TASK_ID], int(labels[LABEL_ATTEMPT])))
+            attempt, repeat = labels.get(LABEL_ATTEMPT, ""), labels.get(LABEL_REPEAT, "1")
+            if labels.get(LABEL_TASK_ID) and attempt.isdigit() and repeat.isdigit() and "0" not in (attempt, repeat):
+                found.add(AttemptId(run_id=run_id, task_id=labels[LABEL_TASK_ID], attempt=int(attempt),
+                                    repeat=int(repeat)))
     return found
 
 
 def cleanup_attempt(attempt: AttemptId) -> None:
     """Remove what a dead attempt left (containers, volumes, overlays, port leases), found by its labels."""
-    cleanup(run_id=attempt.run_id, task_id=attempt.task_id, attempt=attempt.attempt)
+    cleanup(run_id=attempt.run_id, task_id=attempt.task_id, attempt=attempt.attempt, repeat=attempt.repeat)

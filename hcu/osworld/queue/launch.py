@@ -17,16 +17,17 @@ RUN_TASK = (sys.executable, "-m", "hcu.osworld.run_task")
 """The real single-task runner; tests inject a stand-in with the same command-line contract."""
 
 
-def runner_args(config: RunConfig, task: TaskSpec, attempt: int, result_dir: Path) -> list[str]:
-    """The run_task command line for one attempt of one task: the config's attempt settings (the same fields
-    as run_task's flags) with the task's own overrides, then the task and where its results go."""
+def runner_args(config: RunConfig, task: TaskSpec, attempt: int, result_dir: Path, *, repeat: int = 1) -> list[str]:
+    """The run_task command line for one attempt of one repeat of a task: the config's attempt settings (the
+    same fields as run_task's flags) with the task's own overrides, then the task, its repeat and attempt, and
+    where its results go."""
     settings = config.model_copy(update={
         "task_domain": config.domain_of(task),
         "volume_size": task.volume_size or config.volume_size,
         "ram_size": task.ram_size or config.ram_size,
     })
     return [*to_flags(settings, AttemptSettings), "--task-id", task.id, "--run-id", str(config.run_id),
-            "--attempt", str(attempt), "--result-dir", str(result_dir)]
+            "--repeat", str(repeat), "--attempt", str(attempt), "--result-dir", str(result_dir)]
 
 
 def spawn(command: Sequence[str], log_path: Path, attempt: int, *, env: Mapping[str, str] | None = None,

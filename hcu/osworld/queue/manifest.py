@@ -26,7 +26,7 @@ from hcu.osworld.errors import RETRY_POLICY, PhaseError
 from hcu.osworld.guest.container_image import resolve
 from hcu.osworld.guest.docker_engine import docker_client
 from hcu.osworld.osworld_bridge.process import OSWorldCodeError
-from hcu.osworld.queue.config import RunConfig, TaskSpec
+from hcu.osworld.queue.config import REPEAT_POLICY_TEXT, RunConfig, TaskSpec
 from hcu.record_io import Record, write_json, write_record
 
 # What the manifest records as an `error` instead of an identity: an input it cannot look up here.
@@ -70,6 +70,7 @@ class Manifest(Record):
     """The QEMU container image (`reference`, `id`, `repo_digest`); pinned from the first start that finds it on
     this host (a run may start before its first attempt pulls it). None for the test desktop."""
     retry_policy: str = RETRY_POLICY
+    repeat_policy: str = REPEAT_POLICY_TEXT
     starts: list[Start] = []
     nodes: dict[str, NodeInfo] = {}
     """Every node that ran an attempt of this run, by name."""

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import orjson
 
+from hcu.osworld.attempt.identity import repeat_key
 from hcu.osworld.attempt.result import result_if_readable
 from hcu.osworld.errors import policy_for
 from hcu.osworld.queue.config import RunConfig
@@ -54,22 +55,26 @@ def expected_durations(config: RunConfig) -> dict[str, float]:
 
 
 class LaunchQueue:
-    """Pending tasks, longest expected first; ties (and a run with nothing known) keep the config's order."""
+    """Pending repeats of tasks (by key, identity.repeat_key): every task's first repeat before any task's second,
+    so a run stopped early (a ceiling, a stop) leaves whole rounds rather than a few tasks with all their repeats;
+    within a round longest expected first; ties (and a run with nothing known) keep the config's order."""
 
-    def __init__(self, task_ids: list[str], expected: dict[str, float]) -> None:
+    def __init__(self, units: list[tuple[str, int]], expected: dict[str, float]) -> None:
+        """`units`: (task id, repeat) in the config's order."""
         fallback = statistics.median(expected.values()) if expected else 0.0
-        self._key = {task_id: (-expected.get(task_id, fallback), index) for index, task_id in enumerate(task_ids)}
-        self._heap: list[tuple[tuple[float, int], str]] = []
+        self._key = {repeat_key(task_id, repeat): (repeat, -expected.get(task_id, fallback), index)
+                     for index, (task_id, repeat) in enumerate(units)}
+        self._heap: list[tuple[tuple[int, float, int], str]] = []
 
-    def push(self, task_id: str) -> None:
-        heapq.heappush(self._heap, (self._key[task_id], task_id))
+    def push(self, key: str) -> None:
+        heapq.heappush(self._heap, (self._key[key], key))
 
     def pop(self) -> str:
         return heapq.heappop(self._heap)[1]
 
     def __iter__(self) -> Iterator[str]:
-        """The pending task ids in launch order (without taking them)."""
-        return (task_id for _, task_id in sorted(self._heap))
+        """The pending keys in launch order (without taking them)."""
+        return (key for _, key in sorted(self._heap))
 
     def __len__(self) -> int:
         return len(self._heap)

@@ -1,7 +1,9 @@
 """The panel queue behind `python -m hcu.osworld.run_queue`: run a panel, resumably.
 
-The queue keeps `max_active_tasks` attempts going (on the executor the config names, executor.py),
-`launch_stagger_seconds` apart, longest expected first (order.py). Everything it decides is derived from the
+The queue runs every task `repeats` times (each repeat scored, with its own identity and its own retries) and
+keeps `max_active_tasks` attempts going (on the executor the config names, executors.py),
+`launch_stagger_seconds` apart, a round of repeats at a time, longest expected first (order.py), and starts no
+attempt once the run's spend has reached `max_cost_usd` (spend.py). Everything it decides is derived from the
 run directory (see state.py), so stopping it at any moment (Ctrl-C, SIGTERM, kill -9) loses nothing: the
 attempts run on (runner processes in their own sessions, or detached Ray actors), and the next start adopts the
 live ones, keeps finished results and sets interrupted or lost attempts aside under retries/ before running
@@ -21,14 +23,15 @@ import orjson
 from filelock import FileLock, Timeout
 from pydantic import ValidationError
 
-from hcu.osworld.attempt.identity import AttemptId
+from hcu.osworld.attempt.identity import AttemptId, split_repeat_key
 from hcu.osworld.errors import policy_for
-from hcu.osworld.queue.config import RunConfig
-from hcu.osworld.queue.executor import Executor, Lost, QueueRefused, make_executor
+from hcu.osworld.queue.config import RunConfig, lowered_repeats
+from hcu.osworld.queue.executor import Executor, Lost, QueueRefused
+from hcu.osworld.queue.executors import make_executor
 from hcu.osworld.queue.gate import LaunchGate
-from hcu.osworld.queue.launch import RUN_TASK, runner_args
 from hcu.osworld.queue.manifest import record_nodes, record_start
 from hcu.osworld.queue.order import LaunchQueue, expected_durations
+from hcu.osworld.queue.spend import SpendMeter, ceiling_message
 from hcu.osworld.queue.state import RetryNote, TaskView, read_retry_notes, scan_task
 from hcu.osworld.queue.status import ActiveAttempt, Finish, StatusView, render
 from hcu.record_io import write_atomic, write_json, write_record
@@ -36,13 +39,13 @@ from hcu.record_io import write_atomic, write_json, write_record
 DEFAULT_POLL_SEC = 5.0
 STATUS_INTERVAL_SEC = 1.0
 
-__all__ = ["DEFAULT_POLL_SEC", "QueueRefused", "QueueStopped", "config_difference", "describe_plan", "run_queue",
-           "run_lock"]
+__all__ = ["DEFAULT_POLL_SEC", "QueueRefused", "QueueStopped", "config_difference", "run_queue", "run_lock"]
 
 
 class QueueStopped(Exception):
-    """An attempt ended on a failure every other attempt would repeat (errors.py `stop_queue`): the queue
-    launched nothing more, let the running attempts finish, and says why in one line."""
+    """An attempt ended on a failure every other attempt would repeat (errors.py `stop_queue`), or the run's
+    spend reached max_cost_usd: the queue launched nothing more, let the running attempts finish, and says why
+    in one line."""
 
 
 @contextmanager
@@ -60,25 +63,42 @@ def run_lock(run_dir: Path) -> Iterator[None]:
         lock.release()
 
 
-def config_difference(config: RunConfig) -> list[str] | None:
-    """Keys that differ from the config stored in the run directory; None when there is none yet."""
+def stored_config(config: RunConfig) -> RunConfig | None:
+    """The config the run started with (None for a new run); QueueRefused when it cannot be read."""
     path = config.run_dir / "config.json"
     if not path.exists():
         return None
     try:
-        stored = RunConfig.model_validate(orjson.loads(path.read_bytes()))
+        return RunConfig.model_validate(orjson.loads(path.read_bytes()))
     except (orjson.JSONDecodeError, ValidationError):
+        raise QueueRefused(f"{path}: unreadable; this run's config cannot be compared") from None
+
+
+def config_difference(config: RunConfig) -> list[str] | None:
+    """Keys that differ from the config stored in the run directory; None when there is none yet."""
+    try:
+        stored = stored_config(config)
+    except QueueRefused:
         return ["config.json (unreadable)"]
+    if stored is None:
+        return None
     old, new = stored.comparable(), config.comparable()
-    return sorted(key for key in old.keys() | new.keys() if old.get(key) != new.get(key))
+    changed = sorted(key for key in old.keys() | new.keys() if old.get(key) != new.get(key))
+    return changed + (["repeats (lowered)"] if lowered_repeats(stored, config) else [])
 
 
 def refuse_changed_config(config: RunConfig) -> None:
+    """Refuse a resume whose config is another run's (nothing in the run directory is touched)."""
+    stored = stored_config(config)
+    lowered = lowered_repeats(stored, config) if stored is not None else None
+    if lowered:
+        raise QueueRefused(f"{config.run_dir / 'config.json'}: {lowered}")
     changed = config_difference(config)
     if changed:
         raise QueueRefused(f"{config.run_dir / 'config.json'}: {', '.join(changed)} differ from the config "
                            "this run started with (only max_active_tasks, launch_stagger_seconds, "
-                           "expected_durations_from and ray.address may change; use a new run_id)")
+                           "expected_durations_from, max_cost_usd, ray.address and raised repeats may change; "
+                           "use a new run_id)")
 
 
 class PanelQueue:
@@ -90,9 +110,11 @@ class PanelQueue:
         self.gate, self.held = gate, ""
         self.stopped = ""
         """Why launches stopped for good in this run of the queue (one line); empty while they go on."""
+        self.spend, self.ceiling_hit = SpendMeter(config), False
         self.run_dir = config.run_dir
         self.specs = {task.id: task for task in config.tasks}
-        self.pending = LaunchQueue(list(self.specs), expected_durations(config))
+        self.units = [(task.id, repeat) for task in config.tasks for repeat in range(1, config.repeats_of(task) + 1)]
+        self.pending = LaunchQueue(self.units, expected_durations(config))
         self.active: dict[str, ActiveAttempt] = {}
         self.final: dict[str, str] = {}
         self.finishes: list[Finish] = []
@@ -122,11 +144,14 @@ class PanelQueue:
             self._event("stop", active=sorted(self.active))
             self.executor.close(run_done=False)
             raise
-        removed = self.executor.sweep(set())  # nothing runs now: every task is final, or launches stopped
+        removed = [str(a) for a in self.executor.sweep(set())]  # nothing runs now: all final, or launches stopped
         if self.stopped:
+            if self.ceiling_hit:  # what the attempts that were running spent too
+                self.stopped = ceiling_message(float(self.config.max_cost_usd or 0), self.spend.refresh())
             self._event("stopped", reason=self.stopped, pending=list(self.pending), leftovers_removed=removed)
             self.executor.close(run_done=True)
-            self._write_status(f"{self.stopped}. Fix it and start the queue again: it runs what is left.",
+            fix = "Raise max_cost_usd" if self.ceiling_hit else "Fix it"
+            self._write_status(f"{self.stopped}. {fix} and start the queue again: it runs what is left.",
                                force=True)
             raise QueueStopped(self.stopped)
         self._event("done", states=dict(Counter(self.final.values())), leftovers_removed=removed)
@@ -136,29 +161,31 @@ class PanelQueue:
 
     def _adopt(self) -> None:
         """Take over what the last queue left: live attempts, finished results, dead attempts, leftovers."""
-        for task in self.config.tasks:  # a configuration failure found now is one the operator has since fixed
-            self._take(scan_task(self.run_dir, task.id), stop_on_config=False)
-        live = {(task_id, active.attempt) for task_id, active in self.active.items()}
-        for task_id, attempt in self.executor.sweep(live):
-            self._event("orphan_containers_removed", task_id=task_id, attempt=attempt)
+        for task_id, repeat in self.units:  # a configuration failure found now is one the operator has since fixed
+            self._take(scan_task(self.run_dir, task_id, repeat), stop_on_config=False)
+        live = {self._attempt_id(active.key, active.attempt) for active in self.active.values()}
+        for orphan in self.executor.sweep(live):
+            self._event("orphan_containers_removed", task_id=orphan.task_id, repeat=orphan.repeat,
+                        attempt=orphan.attempt)
 
     def _take(self, view: TaskView, *, stop_on_config: bool = True) -> None:
-        """Put a scanned task where it belongs."""
+        """Put a scanned repeat where it belongs."""
         if view.state in ("finished", "exhausted"):
-            self.final[view.task_id] = view.state
+            self.final[view.key] = view.state
         elif view.state == "pending":
-            self.pending.push(view.task_id)
+            self.pending.push(view.key)
         elif view.state in ("active", "placed"):
             taken = self.executor.adopt(view)
             if isinstance(taken, Lost):
                 self._set_aside(view, taken.classification, taken.reason)
                 return
             self.last_launch = max(self.last_launch, taken.started_at)  # the stagger holds across restarts
-            self.active[view.task_id] = taken
-            self._event("adopt", task_id=view.task_id, attempt=view.attempt, pid=taken.pid, node=taken.node)
+            self.active[view.key] = taken
+            self._event("adopt", task_id=view.task_id, repeat=view.repeat, attempt=view.attempt, pid=taken.pid,
+                        node=taken.node)
         elif view.state == "foreign":
             assert view.lease is not None
-            raise QueueRefused(f"{self._result_dir(view.task_id)}: attempt {view.attempt} is leased by host "
+            raise QueueRefused(f"{self._result_dir(view.key)}: attempt {view.attempt} is leased by host "
                                f"{view.lease.host}; run the queue there (this host cannot see its process)")
         elif view.state == "interrupted":
             self._set_aside(view, "interrupted", "the runner is gone and left no result.json")
@@ -166,52 +193,54 @@ class PanelQueue:
             assert view.result is not None and view.result.failure_classification is not None
             reason = view.result.failure_message or view.result.failure_classification
             if stop_on_config:
-                self._stop(view.task_id, reason)
+                self._stop(view.key, reason)
             self._set_aside(view, view.result.failure_classification, reason)
         else:
             assert view.result is not None and view.result.failure_classification is not None
             self._set_aside(view, view.result.failure_classification, view.result.failure_message or "")
 
     def _set_aside(self, view: TaskView, classification: str, reason: str) -> None:
-        """Move an infrastructure-failed or interrupted attempt to retries/<task>-<n>/ and queue the task."""
+        """Move an infrastructure-failed or interrupted attempt to retries/<key>-<n>/ and queue the repeat."""
         pause = policy_for(classification).pause_launches_sec
         self.lowered += policy_for(classification).lowers_active_tasks
-        task_dir, name = self._result_dir(view.task_id), f"{view.task_id}-{view.attempt}"
-        note = RetryNote(task_id=view.task_id, attempt=view.attempt, failure_classification=classification,
-                         reason=reason[:500], moved_at=time.time(), pause_launches_sec=pause)
+        task_dir, name = self._result_dir(view.key), f"{view.key}-{view.attempt}"
+        attempt_id = self._attempt_id(view.key, view.attempt)
+        note = RetryNote(task_id=view.task_id, repeat=view.repeat, attempt=view.attempt,
+                         failure_classification=classification, reason=reason[:500], moved_at=time.time(),
+                         pause_launches_sec=pause, cost_usd=self.spend.scope_cost(attempt_id.gateway_scope))
         write_record(task_dir / "retry.json", note)  # first, so a kill before the move just repeats this
         (self.run_dir / "retries").mkdir(exist_ok=True)
         os.rename(task_dir, self.run_dir / "retries" / name)
-        log = self.run_dir / "logs" / f"{view.task_id}.log"
+        log = self.run_dir / "logs" / f"{view.key}.log"
         if log.exists():
             os.rename(log, self.run_dir / "retries" / name / "runner.log")
         node = view.placement.node if view.placement else None
-        self.executor.remove_leftovers(self._attempt_id(view.task_id, view.attempt), node)
+        self.executor.remove_leftovers(attempt_id, node)
         self.pause_until = max(self.pause_until, note.moved_at + pause)
         self.retries.append(f"{name}: {classification}")
-        self._event("set_aside", task_id=view.task_id, attempt=view.attempt, classification=classification,
-                    node=node)
-        self._take(scan_task(self.run_dir, view.task_id))
+        self._event("set_aside", task_id=view.task_id, repeat=view.repeat, attempt=view.attempt,
+                    classification=classification, node=node)
+        self._take(scan_task(self.run_dir, view.task_id, view.repeat))
 
     def _reap(self) -> None:
-        for task_id in self.executor.stopped(list(self.active.values())):
-            active = self.active.pop(task_id)
+        for key in self.executor.stopped(list(self.active.values())):
+            active = self.active.pop(key)
             lost = self.executor.settle(active)
-            view = scan_task(self.run_dir, task_id)
+            view = scan_task(self.run_dir, active.task_id, active.repeat)
             if lost is not None and view.result is None:
                 outcome = f"set aside ({lost.classification})"
             else:
                 outcome = {"infra_failed": "set aside", "interrupted": "set aside (interrupted)",
                            "config_failed": "set aside; launches stopped",
                            "exhausted": "out of attempts"}.get(view.state, view.state)
-            self.finishes.append(Finish(task_id, active.attempt, outcome, time.time(),
-                                        time.time() - active.started_at))
-            self._event("exit", task_id=task_id, attempt=active.attempt, state=view.state, node=active.node)
+            self.finishes.append(Finish(key, active.attempt, outcome, time.time(), time.time() - active.started_at))
+            self._event("exit", task_id=active.task_id, repeat=active.repeat, attempt=active.attempt,
+                        state=view.state, node=active.node)
             if view.state in ("finished", "exhausted"):  # a runner killed after its result leaves containers
-                self.executor.remove_leftovers(self._attempt_id(task_id, active.attempt), active.node)
+                self.executor.remove_leftovers(self._attempt_id(key, active.attempt), active.node)
             if lost is not None and view.result is None:
                 if policy_for(lost.classification).stop_queue:  # e.g. a Ray node without KVM (host.check_host)
-                    self._stop(task_id, lost.reason)
+                    self._stop(active.key, lost.reason)
                 self._set_aside(view, lost.classification, lost.reason)
             else:
                 self._take(view)
@@ -222,6 +251,11 @@ class PanelQueue:
         while (not self.stopped and self.pending and len(self.active) < self._slots()
                and time.time() >= self.pause_until
                and time.time() - self.last_launch >= config.launch_stagger_seconds):
+            if self.spend.reached():  # read before every launch: attempts running now are spending too
+                self.stopped, self.ceiling_hit = ceiling_message(float(config.max_cost_usd or 0),
+                                                                 self.spend.total.usd), True
+                self._event("ceiling", limit=config.max_cost_usd, spent=self.spend.total.usd)
+                return
             if self.gate and not checked:
                 self.held, checked = self.gate() or "", True
                 if self.held:
@@ -229,9 +263,10 @@ class PanelQueue:
                     return
             self._launch(self.pending.pop())
 
-    def _stop(self, task_id: str, reason: str) -> None:
+    def _stop(self, key: str, reason: str) -> None:
+        """Launches stop for good, for the failure of the repeat `key` (the task id for repeat 1)."""
         if not self.stopped:
-            self.stopped = f"launches stopped: task {task_id}: {reason}"[:500].splitlines()[0]
+            self.stopped = f"launches stopped: task {key}: {reason}"[:500].splitlines()[0]
 
     def _limit(self) -> int:
         return max(1, self.config.max_active_tasks - self.lowered)
@@ -240,31 +275,34 @@ class PanelQueue:
         capacity = self.executor.capacity()
         return self._limit() if capacity is None else min(capacity, self._limit())
 
-    def _launch(self, task_id: str) -> None:
-        view = scan_task(self.run_dir, task_id)
-        result_dir = self._result_dir(task_id)
+    def _launch(self, key: str) -> None:
+        task_id, repeat = split_repeat_key(key)
+        view = scan_task(self.run_dir, task_id, repeat)
+        result_dir = self._result_dir(key)
         result_dir.mkdir(parents=True, exist_ok=True)
-        active = self.executor.launch(self.specs[task_id], view.attempt, result_dir)
+        active = self.executor.launch(self.specs[task_id], self._attempt_id(key, view.attempt), result_dir)
         self.last_launch = active.started_at
-        self.active[task_id] = active
-        self._event("launch", task_id=task_id, attempt=view.attempt, pid=active.pid, node=active.node)
+        self.active[key] = active
+        self._event("launch", task_id=task_id, repeat=repeat, attempt=view.attempt, pid=active.pid,
+                    node=active.node)
 
     def _record_nodes(self) -> None:
         """manifest.json names the node of every attempt, once it is known."""
         new = {}
-        for task_id, active in self.active.items():
-            attempt_id = str(self._attempt_id(task_id, active.attempt))
+        for key, active in self.active.items():
+            attempt_id = str(self._attempt_id(key, active.attempt))
             if active.node is not None and self.recorded_nodes.get(attempt_id) != active.node:
                 new[attempt_id] = active.node
         if new:
             record_nodes(self.run_dir, new, self.executor.nodes())
             self.recorded_nodes.update(new)
 
-    def _attempt_id(self, task_id: str, attempt: int) -> AttemptId:
-        return AttemptId(run_id=str(self.config.run_id), task_id=task_id, attempt=attempt)
+    def _attempt_id(self, key: str, attempt: int) -> AttemptId:
+        task_id, repeat = split_repeat_key(key)
+        return AttemptId(run_id=str(self.config.run_id), task_id=task_id, attempt=attempt, repeat=repeat)
 
-    def _result_dir(self, task_id: str) -> Path:
-        return self.run_dir / "tasks" / task_id
+    def _result_dir(self, key: str) -> Path:
+        return self.run_dir / "tasks" / key
 
     def _write_status(self, note: str, force: bool = False) -> None:
         """Rewritten at most once a second (a poll can be much faster), and always when the queue stops."""
@@ -277,7 +315,8 @@ class PanelQueue:
             note = f"{note} max_active_tasks lowered to {self._limit()}: guests ran out of memory.".strip()
         view = StatusView(run_id=str(self.config.run_id), max_active_tasks=self._limit(),
                           states=states, active=list(self.active.values()), finishes=self.finishes,
-                          retries=self.retries, pause_until=self.pause_until, note=note)
+                          retries=self.retries, pause_until=self.pause_until, note=note,
+                          spend=self.spend.describe())
         write_atomic(self.run_dir / "QUEUE_STATUS.md", render(view).encode())
 
     def _event(self, event: str, **fields: object) -> None:
@@ -291,7 +330,8 @@ class PanelQueue:
 def run_queue(config: RunConfig, *, runner: Sequence[str] | None = None,
               poll_interval_sec: float = DEFAULT_POLL_SEC, gate: LaunchGate | None = None,
               executor: Executor | None = None) -> dict[str, str]:
-    """Run (or resume) the panel until every task is final; returns task id -> "finished" | "exhausted".
+    """Run (or resume) the panel until every repeat of every task is final; returns key (the task id for
+    repeat 1, `<task>.r<n>` after it) -> "finished" | "exhausted".
     `gate` holds launches (e.g. `queue_gate.gateway_gate(config)`: while the gateway is down); `runner`
     replaces run_task (tests), `executor` the one the config names (benchmarks)."""
     with run_lock(config.run_dir):
@@ -300,58 +340,3 @@ def run_queue(config: RunConfig, *, runner: Sequence[str] | None = None,
         write_json(config.run_dir / "config.json", config.model_dump(mode="json"))
         record_start(config)
         return PanelQueue(config, executor, poll_interval_sec, gate).run()
-
-
-def executor_plan(config: RunConfig) -> list[str]:
-    if config.ray is None:
-        return ["executor: local (this host's Docker engine)"]
-    lines = [f"executor: ray (cluster {config.ray.address}, namespace {config.ray.namespace}, one "
-             f"{config.ray.slot_resource} per attempt; results back through "
-             f"{config.ray.shared_dir or 'Ray'})"]
-    if config.ray.node_gateway is not None:
-        from hcu.osworld.queue.node_gateway import gateway_command, token_variable  # no Ray needed to describe it
-
-        token_env = config.ray.node_gateway.upstream_token_env
-        key = Path("<node copy of the scope key>") if config.scope_key_file else None
-        argv = gateway_command(config, "<node bridge>", 0, Path("<node token log>"), key)
-        env = f" (in its environment: {token_variable(config)}=${token_env})" if token_env else ""
-        lines.append("gateway: each node starts " + " ".join(argv[1:]).replace(" 0 ", " <free port> ") + env)
-    if config.scope_key_file is not None:
-        lines.append(f"scope key: {config.scope_key_file}, shipped to every node "
-                     f"({'in the shared directory' if config.ray.shared_dir else 'through Ray'})")
-    return lines
-
-
-def describe_plan(config: RunConfig) -> str:
-    """The --dry-run report: resolved paths, the gateway flags, and what would launch. Writes nothing."""
-    changed = config_difference(config)
-    lines = [f"run directory: {config.run_dir}",
-             "config: new run" if changed is None else
-             ("config: matches the stored config.json (resume)" if not changed else
-              f"config: REFUSED, {', '.join(changed)} differ from the stored config.json")]
-    if not config.node_gateways:
-        lines += [f"gateway: {config.gateway}",
-                  f"gateway flags: --out {config.token_log} --max-requests-per-task {config.max_model_calls}"
-                  + (" (0 = no budget)" if config.max_model_calls == 0 else "")
-                  + f" --scope-key-file {config.scope_key_file}"]
-    for key in ("guest_image", "test_desktop", "tasks_dir", "results_dir", "token_log", "artifact_dir",
-                "asset_cache", "agent_binary", "mcp_binary", "instructions_file", "base_instructions_file"):
-        value = getattr(config, key)
-        checked = key not in ("test_desktop", "results_dir", "token_log") and value not in (None, "")
-        missing = checked and not Path(str(value)).exists()
-        lines.append(f"{key}: {value}{'  (missing)' if missing else ''}")
-    lines += executor_plan(config)
-    expected = expected_durations(config)
-    order = LaunchQueue([task.id for task in config.tasks], expected)
-    for task in config.tasks:
-        order.push(task.id)
-    launches = []
-    for task_id in (order.pop() for _ in config.tasks):
-        view, task = scan_task(config.run_dir, task_id), next(t for t in config.tasks if t.id == task_id)
-        known = f"  expected {expected[task_id]:.0f}s" if task_id in expected else ""
-        launches.append(f"  {task_id}  {config.domain_of(task) or '-'}  {view.state}  attempt {view.attempt}{known}")
-    lines += [f"tasks ({len(config.tasks)}, in launch order; state and the attempt that would run):", *launches]
-    first = config.tasks[0]
-    argv = runner_args(config, first, 1, config.run_dir / "tasks" / first.id)
-    lines.append("runner command (first task): " + " ".join([*RUN_TASK, *argv]))
-    return "\n".join(lines)

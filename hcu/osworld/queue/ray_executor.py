@@ -144,23 +144,23 @@ class RayExecutor:
 
     # Attempts -------------------------------------------------------------------------------------------------
 
-    def launch(self, task: TaskSpec, attempt: int, task_dir: Path) -> ActiveAttempt:
-        attempt_id = AttemptId(run_id=str(self.config.run_id), task_id=task.id, attempt=attempt)
-        placement = Placement(attempt_id=str(attempt_id), task_id=task.id, attempt=attempt,
-                              actor_name=attempt_actor_name(attempt_id), namespace=self.settings.namespace,
-                              launched_at=time.time())
+    def launch(self, task: TaskSpec, attempt: AttemptId, task_dir: Path) -> ActiveAttempt:
+        placement = Placement(attempt_id=str(attempt), task_id=task.id, repeat=attempt.repeat,
+                              attempt=attempt.attempt, actor_name=attempt_actor_name(attempt),
+                              namespace=self.settings.namespace, launched_at=time.time())
         write_record(task_dir / "placement.json", placement)  # before the actor: a restart finds it by name
         config_json = self.config.model_copy(update={"tasks": [task]}).model_dump_json()
         actor = _actor_class(AttemptRunner).options(
             name=placement.actor_name, namespace=self.settings.namespace, lifetime="detached", num_cpus=0,
             resources={self.settings.slot_resource: 1}, max_restarts=0, max_task_retries=0,
             scheduling_strategy="SPREAD",
-        ).remote(config_json, task.id, attempt, self.runner)
-        self.remotes[task.id] = _Remote(actor, placement, task_dir, start_ref=actor.start.remote(self.key))
-        return ActiveAttempt(task.id, attempt, 0, placement.launched_at, False, task_dir, None)
+        ).remote(config_json, task.id, attempt.attempt, self.runner, attempt.repeat)
+        self.remotes[attempt.task_key] = _Remote(actor, placement, task_dir, start_ref=actor.start.remote(self.key))
+        return ActiveAttempt(task.id, attempt.attempt, 0, placement.launched_at, False, task_dir, None,
+                             attempt.repeat)
 
     def adopt(self, view: TaskView) -> ActiveAttempt | Lost:
-        task_dir = self.config.run_dir / "tasks" / view.task_id
+        task_dir = self.config.run_dir / "tasks" / view.key
         if view.placement is None:
             raise QueueRefused(f"{task_dir}: attempt {view.attempt} runs as a local process; run the queue with "
                                "the config that started it")
@@ -169,14 +169,14 @@ class RayExecutor:
             actor = ray.get_actor(placement.actor_name, namespace=placement.namespace)
         except ValueError:
             return self._lost(placement, "its actor is gone")
-        self.remotes[view.task_id] = _Remote(actor, placement, task_dir, start_ref=actor.start.remote(self.key))
+        self.remotes[view.key] = _Remote(actor, placement, task_dir, start_ref=actor.start.remote(self.key))
         return ActiveAttempt(view.task_id, view.attempt, placement.runner_pid or 0, placement.launched_at, True,
-                             task_dir, placement.node)
+                             task_dir, placement.node, view.repeat)
 
     def stopped(self, active: Iterable[ActiveAttempt]) -> list[str]:
         by_ref: dict[Any, tuple[ActiveAttempt, _Remote]] = {}
         for attempt in active:
-            remote = self.remotes[attempt.task_id]
+            remote = self.remotes[attempt.key]
             if remote.start_ref is None and remote.status_ref is None:
                 remote.status_ref = remote.actor.status.remote(STATUS_WAIT_SEC)
             by_ref[remote.start_ref or remote.status_ref] = (attempt, remote)
@@ -187,7 +187,7 @@ class RayExecutor:
         for ref in ready:
             attempt, remote = by_ref[ref]
             if self._answered(ref, attempt, remote):
-                done.append(attempt.task_id)
+                done.append(attempt.key)
         return done
 
     def _answered(self, ref: Any, attempt: ActiveAttempt, remote: _Remote) -> bool:
@@ -233,7 +233,7 @@ class RayExecutor:
             write_record(remote.task_dir / "placement.json", remote.placement)
 
     def settle(self, active: ActiveAttempt) -> Lost | None:
-        remote = self.remotes.pop(active.task_id)
+        remote = self.remotes.pop(active.key)
         if remote.ended is not None:
             self._kill(remote.actor)
             if remote.ended.classification:
@@ -243,10 +243,11 @@ class RayExecutor:
             payload = ray.get(remote.actor.collect.remote(), timeout=CALL_TIMEOUT_SEC)
         except (RayActorError, GetTimeoutError) as exc:
             return self._lost(remote.placement, f"collecting its results failed ({type(exc).__name__})")
-        attempt_id = AttemptId(run_id=str(self.config.run_id), task_id=active.task_id, attempt=active.attempt)
+        attempt_id = AttemptId(run_id=str(self.config.run_id), task_id=active.task_id, attempt=active.attempt,
+                               repeat=active.repeat)
         if self.config.token_log is not None:
             append_rows(self.config.token_log, payload["token_rows"], attempt_id.gateway_scope, self.merged)
-        append_log(self.config.run_dir / "logs" / f"{active.task_id}.log", payload["log"])
+        append_log(self.config.run_dir / "logs" / f"{active.key}.log", payload["log"])
         unpack_into(remote.task_dir, payload["files"], Path(payload["path"]) if payload["path"] else None)
         self._retire(remote.actor)
         return None
@@ -274,15 +275,15 @@ class RayExecutor:
         info = self.known.get(node) if node else None
         if info is None or info.ray_node_id is None or not self._node_alive(info.ray_node_id):
             return  # a lost node's containers went with it (README: clean a node before it rejoins)
-        node_agent(self.config, info.ray_node_id).cleanup.remote(attempt.task_id, attempt.attempt)
+        node_agent(self.config, info.ray_node_id).cleanup.remote(attempt.task_id, attempt.attempt, attempt.repeat)
 
     def _run_actors(self, prefix: str) -> list[str]:
         return [entry["name"] for entry in list_named_actors(all_namespaces=True)
                 if entry["namespace"] == self.settings.namespace and entry["name"].startswith(prefix)]
 
-    def sweep(self, live: set[tuple[str, int]]) -> list[tuple[str, int]]:
+    def sweep(self, live: set[AttemptId]) -> list[AttemptId]:
         run_id = str(self.config.run_id)
-        keep = {attempt_actor_name(AttemptId(run_id=run_id, task_id=t, attempt=a)) for t, a in live}
+        keep = {attempt_actor_name(attempt) for attempt in live}
         for name in set(self._run_actors(f"attempt:{run_id}/")) - keep:  # no longer any task's current attempt
             try:
                 self._retire(ray.get_actor(name, namespace=self.settings.namespace))
@@ -290,13 +291,14 @@ class RayExecutor:
                 continue
         refs = [node_agent(self.config, node["NodeID"]).sweep.remote(sorted(keep))
                 for node in self._live_slot_nodes()]
-        removed: set[tuple[str, int]] = set()
+        removed: set[AttemptId] = set()
         for ref in refs:
             try:
-                removed.update(tuple(item) for item in ray.get(ref, timeout=CALL_TIMEOUT_SEC))
+                removed.update(AttemptId(run_id=run_id, task_id=task_id, repeat=repeat, attempt=attempt)
+                               for task_id, repeat, attempt in ray.get(ref, timeout=CALL_TIMEOUT_SEC))
             except RayError:
                 continue  # a node that cannot answer now is swept at the next start
-        return sorted(removed)
+        return sorted(removed, key=str)
 
     def close(self, run_done: bool) -> None:
         if run_done:  # the run's gateways stop with it

@@ -32,7 +32,7 @@ from hcu.osworld.guest.host import check_host
 from hcu.osworld.guest.state_dir import state_dir
 from hcu.osworld.queue.admission import AdmissionSettings, NodeCaps
 from hcu.osworld.queue.config import RunConfig
-from hcu.osworld.queue.containers import run_attempts_with_containers
+from hcu.osworld.queue.containers import cleanup_attempt, run_attempts_with_containers
 from hcu.osworld.queue.keeper import die_with_parent
 from hcu.osworld.queue.launch import runner_args, spawn
 from hcu.osworld.queue.manifest import NodeInfo
@@ -102,15 +102,16 @@ def node_agent(config: RunConfig, ray_node_id: str) -> Any:
 class AttemptRunner:
     """One attempt on this node (a detached actor holding one guest slot)."""
 
-    def __init__(self, config_json: str, task_id: str, attempt: int, runner: list[str] | None) -> None:
+    def __init__(self, config_json: str, task_id: str, attempt: int, runner: list[str] | None,
+                 repeat: int = 1) -> None:
         exit_with_raylet()
         self.config = RunConfig.model_validate_json(config_json)
         self.task = next(task for task in self.config.tasks if task.id == task_id)
-        self.id = AttemptId(run_id=str(self.config.run_id), task_id=task_id, attempt=attempt)
+        self.id = AttemptId(run_id=str(self.config.run_id), task_id=task_id, attempt=attempt, repeat=repeat)
         self.runner = runner or [sys.executable, "-m", "hcu.osworld.run_task"]
         attempts = run_root(self.config) / "attempts"
-        self.result_dir = attempts / f"{task_id}-{attempt}"
-        self.log_path = attempts / f"{task_id}-{attempt}.log"
+        self.result_dir = attempts / f"{self.id.task_key}-{attempt}"
+        self.log_path = attempts / f"{self.id.task_key}-{attempt}.log"
         self.keeper: subprocess.Popen[bytes] | None = None
         self.node: NodeInfo | None = None
         self.token_log: Path | None = None
@@ -130,7 +131,8 @@ class AttemptRunner:
             settings = self.config.model_copy(update={
                 "gateway": gateway, "token_log": self.token_log,
                 "scope_key_file": Path(key_file) if key_file else None})
-            argv = self.runner + runner_args(settings, self.task, self.id.attempt, self.result_dir)
+            argv = self.runner + runner_args(settings, self.task, self.id.attempt, self.result_dir,
+                                             repeat=self.id.repeat)
             lock_dir = state_dir() / "admission" / node_id
             env = {**without_upstream_credentials(self.config, dict(os.environ)),
                    **AdmissionSettings(lock_dir=lock_dir, caps=NodeCaps(**self.node.caps)).env()}
@@ -189,23 +191,18 @@ class NodeAgent:
         url = self.gateway_process.ensure(key_file)
         return url, str(self.gateway_process.token_log), str(key_file) if key_file else None
 
-    def sweep(self, live: list[str]) -> list[tuple[str, int]]:
-        """Remove this run's containers on this node's engine whose attempt is not in `live` (actor names)."""
-        from hcu.osworld.guest.removal import cleanup
-
-        run_id = str(self.config.run_id)
+    def sweep(self, live: list[str]) -> list[tuple[str, int, int]]:
+        """Remove this run's containers on this node's engine whose attempt is not in `live` (actor names);
+        returns (task id, repeat, attempt) of each."""
         removed = []
-        for task_id, attempt in sorted(run_attempts_with_containers(run_id)):
-            attempt_id = AttemptId(run_id=run_id, task_id=task_id, attempt=attempt)
+        for attempt_id in sorted(run_attempts_with_containers(str(self.config.run_id)), key=str):
             if attempt_actor_name(attempt_id) not in live:
-                cleanup(run_id=run_id, task_id=task_id, attempt=attempt)
-                removed.append((task_id, attempt))
+                cleanup_attempt(attempt_id)
+                removed.append((attempt_id.task_id, attempt_id.repeat, attempt_id.attempt))
         return removed
 
-    def cleanup(self, task_id: str, attempt: int) -> None:
-        from hcu.osworld.guest.removal import cleanup
-
-        cleanup(run_id=str(self.config.run_id), task_id=task_id, attempt=attempt)
+    def cleanup(self, task_id: str, attempt: int, repeat: int = 1) -> None:
+        cleanup_attempt(AttemptId(run_id=str(self.config.run_id), task_id=task_id, attempt=attempt, repeat=repeat))
 
     def stop(self) -> None:
         """The run is over on this node: its gateway stops and its copy of the scope key goes."""

@@ -1,7 +1,9 @@
-"""What the queue knows about one task, read from disk only, so a restarted queue sees what the last one saw.
+"""What the queue knows about one repeat of a task, read from disk only, so a restarted queue sees what the last
+one saw.
 
-A task's current attempt lives in `tasks/<task-id>/`; earlier attempts that infrastructure cut short live in
-`retries/<task-id>-<n>/`. The runner writes `attempt.json` (an `AttemptLease`) before anything else; the
+A repeat's current attempt lives in `tasks/<key>/` (the key is the task id for repeat 1, `<task-id>.r<n>` for
+repeat n >= 2: identity.repeat_key); earlier attempts that infrastructure cut short live in
+`retries/<key>-<n>/`. The runner writes `attempt.json` (an `AttemptLease`) before anything else; the
 lease names the process, so a new queue can tell a live attempt (adopt it) from a dead one (retry it). An
 attempt on a Ray node has `placement.json` instead, naming its detached actor; the executor tells.
 """
@@ -17,6 +19,7 @@ from typing import Literal
 import orjson
 from pydantic import ValidationError
 
+from hcu.osworld.attempt.identity import repeat_key
 from hcu.osworld.attempt.lease import AttemptLease, current_host
 from hcu.osworld.attempt.result import TaskResult, result_if_readable
 from hcu.osworld.errors import MAX_ATTEMPTS, policy_for
@@ -44,10 +47,11 @@ class Placement(Record):
     ray_node_id: str | None = None
     runner_pid: int | None = None
     """The runner's process on that node."""
+    repeat: int = 1
 
 
 class RetryNote(Record):
-    """retry.json in `retries/<task-id>-<n>/`: why the queue set this attempt aside."""
+    """retry.json in `retries/<key>-<n>/`: why the queue set this attempt aside."""
 
     task_id: str
     attempt: int
@@ -55,21 +59,30 @@ class RetryNote(Record):
     reason: str
     moved_at: float
     pause_launches_sec: float = 0.0
+    repeat: int = 1
+    cost_usd: float | None = None
+    """What the attempt's token-log rows cost when it was set aside (None: unknown); a result.json the attempt
+    left says it too."""
 
 
 @dataclass
 class TaskView:
-    """One task as found on disk."""
+    """One repeat of a task as found on disk."""
 
     task_id: str
     state: TaskState
     attempt: int
-    """The attempt in tasks/<id>/ now, or the one that would run next."""
+    """The attempt in tasks/<key>/ now, or the one that would run next."""
     retries: int
     lease: AttemptLease | None = None
     result: TaskResult | None = None
     pid: int | None = None
     placement: Placement | None = None
+    repeat: int = 1
+
+    @property
+    def key(self) -> str:
+        return repeat_key(self.task_id, self.repeat)
 
 
 def runs_attempt(pid: int, result_dir: Path) -> bool:
@@ -93,11 +106,11 @@ def find_runner_pid(result_dir: Path) -> int | None:
     return None
 
 
-def retry_numbers(run_dir: Path, task_id: str) -> list[int]:
-    """The attempt numbers already set aside under retries/ for this task."""
-    pattern = re.compile(re.escape(task_id) + r"-(\d+)")
+def retry_numbers(run_dir: Path, key: str) -> list[int]:
+    """The attempt numbers already set aside under retries/ for this repeat (`key`: its folder name)."""
+    pattern = re.compile(re.escape(key) + r"-(\d+)")
     numbers = []
-    for path in (run_dir / "retries").glob(f"{glob_escape(task_id)}-*"):
+    for path in (run_dir / "retries").glob(f"{glob_escape(key)}-*"):
         match = pattern.fullmatch(path.name)
         if match:
             numbers.append(int(match.group(1)))
@@ -122,12 +135,13 @@ def read_placement(task_dir: Path) -> Placement | None:
         return None
 
 
-def scan_task(run_dir: Path, task_id: str) -> TaskView:
-    """Classify one task from its directories and, for a live attempt, its process."""
-    used = retry_numbers(run_dir, task_id)
+def scan_task(run_dir: Path, task_id: str, repeat: int = 1) -> TaskView:
+    """Classify one repeat of a task from its directories and, for a live attempt, its process."""
+    key = repeat_key(task_id, repeat)
+    used = retry_numbers(run_dir, key)
     attempt = (max(used) if used else 0) + 1
-    task_dir = run_dir / "tasks" / task_id
-    view = TaskView(task_id=task_id, state="pending", attempt=attempt, retries=len(used))
+    task_dir = run_dir / "tasks" / key
+    view = TaskView(task_id=task_id, state="pending", attempt=attempt, retries=len(used), repeat=repeat)
     if not task_dir.is_dir():
         view.state = "exhausted" if attempt > MAX_ATTEMPTS else "pending"
         return view

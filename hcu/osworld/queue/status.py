@@ -9,6 +9,8 @@ from pathlib import Path
 
 import orjson
 
+from hcu.osworld.attempt.identity import repeat_key
+
 RECENT_FINISHES = 10
 
 
@@ -22,11 +24,18 @@ class ActiveAttempt:
     result_dir: Path
     node: str | None = None
     """Where it runs (the host, or the Ray node once placed)."""
+    repeat: int = 1
+
+    @property
+    def key(self) -> str:
+        """The task and repeat, as its folder under tasks/ names them."""
+        return repeat_key(self.task_id, self.repeat)
 
 
 @dataclass
 class Finish:
-    task_id: str
+    key: str
+    """The task and repeat (`<task>` or `<task>.r<n>`)."""
     attempt: int
     outcome: str
     """"finished", "set aside (<class>)" or "exhausted"."""
@@ -44,6 +53,8 @@ class StatusView:
     retries: list[str] = field(default_factory=list)
     pause_until: float = 0.0
     note: str = ""
+    spend: str = ""
+    """The run's spend against its max_cost_usd, in words (spend.py)."""
 
 
 def read_phase(result_dir: Path) -> tuple[str, float | None]:
@@ -75,22 +86,23 @@ def render(view: StatusView, now: float | None = None) -> str:
     stamp = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(now))
     eta = eta_sec(view)
     lines = [f"# Queue status: {view.run_id}", "", f"Updated {stamp}. {view.note}".rstrip(), "",
-             "| state | tasks |", "|---|---|"]
+             "| state | task repeats |", "|---|---|"]
     lines += [f"| {state} | {count} |" for state, count in sorted(view.states.items())]
     pause = view.pause_until - now
     lines += ["", f"Launches paused for rate limits: {_age(pause)} more." if pause > 0 else
-              "Launches not paused.", f"ETA: {'unknown' if eta is None else _age(eta)}.", "",
+              "Launches not paused.", *([view.spend] if view.spend else []),
+              f"ETA: {'unknown' if eta is None else _age(eta)}.", "",
               f"## Active ({len(view.active)} of {view.max_active_tasks})", "",
               "| task | attempt | pid | phase | in phase | age | adopted | node |", "|---|---|---|---|---|---|---|---|"]
     for active in sorted(view.active, key=lambda a: a.started_at):
         phase, since = read_phase(active.result_dir)
         in_phase = "" if since is None else _age(now - since)
-        lines.append(f"| {active.task_id} | {active.attempt} | {active.pid} | {phase} | {in_phase} | "
+        lines.append(f"| {active.key} | {active.attempt} | {active.pid} | {phase} | {in_phase} | "
                      f"{_age(now - active.started_at)} | {'yes' if active.adopted else ''} | "
                      f"{active.node or 'placing'} |")
     lines += ["", "## Recent finishes", "", "| task | attempt | outcome | duration |", "|---|---|---|---|"]
     for finish in view.finishes[-RECENT_FINISHES:][::-1]:
         took = "" if finish.duration_sec is None else _age(finish.duration_sec)
-        lines.append(f"| {finish.task_id} | {finish.attempt} | {finish.outcome} | {took} |")
+        lines.append(f"| {finish.key} | {finish.attempt} | {finish.outcome} | {took} |")
     lines += ["", f"## Retries ({len(view.retries)})", ""] + [f"- {entry}" for entry in view.retries]
     return "\n".join(lines) + "\n"

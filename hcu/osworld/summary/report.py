@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 LISTED = 30
@@ -22,24 +23,68 @@ def interval(ci: dict[str, Any] | None) -> str:
     return f"{pct(ci['low'])} to {pct(ci['high'])} ({ci['method']})"
 
 
+def points(sd: float | None) -> str:
+    return "n/a" if sd is None else f"{100 * sd:.1f} points"
+
+
+def usd(value: float | None) -> str:
+    return "unknown" if value is None else f"${value:,.2f}"
+
+
+def repeats_phrase(repeats: Sequence[int]) -> str:
+    """"mean of 3 repeats", or the range when tasks ask for different numbers."""
+    low, high = min(repeats), max(repeats)
+    if low == high:
+        return f"mean of {low} repeat{'' if low == 1 else 's'}"
+    return f"mean of each task's repeats ({low} to {high})"
+
+
 def _duration(seconds: float | None) -> str:
     return "n/a" if seconds is None else f"{seconds / 3600:.2f} h" if seconds >= 3600 else f"{seconds:.0f} s"
 
 
-def _headline(s: dict[str, Any]) -> list[str]:
-    n = s["tasks"]
+def _repeat_lines(s: dict[str, Any], repeated: bool) -> list[str]:
+    """The variance terms always; pass@k, pass^k and the cluster bootstrap once tasks have repeats."""
+    k, run_to_run, task_list = s["repeats"], s["run_to_run_sd"], s["task_list_sd"]
+    if task_list is None:
+        why = (" (needs two tasks with every repeat scored)", " (needs two tasks with every repeat scored)")
+    elif run_to_run is None:
+        why = (" (needs a task with two scored repeats)", " (no repeats to tell apart: holds run-to-run noise too)")
+    else:
+        why = ("", "")
+    lines = [f"| Run-to-run sd of the score (shrinks with repeats) | {points(run_to_run)}{why[0]} |",
+             f"| Task-list sd of the score (which tasks are in the list) | {points(task_list)}{why[1]} |"]
+    if repeated:
+        lines += [f"| 95% interval, tasks resampled with their repeats | {interval(s['cluster_bootstrap_ci95'])} |",
+                  f"| pass@{k} (at least one of {k} succeeds) | {pct(s['pass_at_k'])} |",
+                  f"| pass^{k} (all {k} succeed) | {pct(s['pass_hat_k'])} |"]
+    return lines
+
+
+def _cost_line(s: dict[str, Any], note: str) -> str:
+    run, retried = s["cost_usd"], s["retried"]["cost_usd"]
+    if run is None:
+        return f"| Cost | {note} |"
+    return (f"| Cost ({note}) | {usd(run)}: scored attempts {usd(run - retried)}, retried {usd(retried)}; "
+            f"per valid result {usd(s['cost_per_valid_result_usd'])} |")
+
+
+def _headline(s: dict[str, Any], repeats: Sequence[int], cost_note: str) -> list[str]:
+    n, phrase = s["tasks"], repeats_phrase(repeats)
     score = (f"**{pct(s['score'])}**" if s["score"] is not None else
-             f"**withheld**: {s['withheld']} of {n} tasks have no usable score")
+             f"**withheld**: {s['withheld']} of {n} tasks lack a usable score for some repeat")
     tokens, retried = s["tokens"], s["retried"]
     per_result = tokens["per_valid_result"]
     return [
         "| | |", "|---|---|",
-        f"| Score (denominator: all {n} config tasks) | {score} |",
+        f"| Score ({phrase}; denominator: all {n} config tasks) | {score} |",
         f"| 95% interval ({s['ci95']['of'].replace('_', ' ')}) | {interval(s['ci95'])} |",
+        *_repeat_lines(s, max(repeats) > 1),
         f"| Lower bound (withheld count as 0) | {pct(s['lower_bound'])} |",
         f"| Upper bound (withheld count as 1) | {pct(s['upper_bound'])} |",
-        f"| Coverage (validly graded) | {s['valid']}/{n} = {pct(s['coverage'])} |",
-        f"| Binary success (score 1.0) | {s['binary_successes']}/{n} = {pct(s['binary_rate_lower_bound'])}"
+        f"| Coverage (validly graded attempts) | {s['valid']}/{sum(repeats)} = {pct(s['coverage'])} |",
+        _cost_line(s, cost_note),
+        f"| Binary success (score 1.0) | {s['binary_successes']}/{sum(repeats)} = {pct(s['binary_rate_lower_bound'])}"
         f" ({interval(s['binary_ci95'])}) |",
         f"| Raw evaluator score sum | {s['raw_score_sum']:.3f} |",
         f"| Mean over validly graded tasks | {pct(s['valid_mean']) if s['valid'] else 'n/a'} |",
@@ -49,7 +94,7 @@ def _headline(s: dict[str, Any]) -> list[str]:
         f"| Machine time | {_duration(s['machine_sec'])}; per valid result "
         f"{_duration(s['machine_sec_per_valid_result'])} |",
         f"| Model calls | {s['model_calls']} |",
-        f"| Tokens (tasks fully accounted: {tokens['accounted_tasks']}/{n}) | {tokens['total']:,} "
+        f"| Tokens (attempts fully accounted: {tokens['accounted_tasks']}/{sum(repeats)}) | {tokens['total']:,} "
         f"(input {tokens['input_tokens']:,}, output {tokens['output_tokens']:,}); per valid result "
         f"{'n/a' if per_result is None else f'{per_result:,.0f}'} |",
         f"| Retried attempts (not scored, spent) | {retried['attempts']}: {_duration(retried['machine_sec'])}, "
@@ -58,11 +103,12 @@ def _headline(s: dict[str, Any]) -> list[str]:
     ]
 
 
-def _group_table(title: str, groups: dict[str, dict[str, Any]]) -> list[str]:
+def _group_table(title: str, groups: dict[str, dict[str, Any]], repeats: Sequence[int]) -> list[str]:
     if not groups:
         return []
-    lines = ["", f"## By {title}", "",
-             f"| {title} | tasks | valid | withheld | score | lower bound | binary |",
+    said = [f"Each task's score is the {repeats_phrase(repeats)}.", ""] if max(repeats) > 1 else []
+    lines = ["", f"## By {title}", "", *said,
+             f"| {title} | tasks | valid attempts | withheld tasks | score | lower bound | binary |",
              "|---|---|---|---|---|---|---|"]
     for name, g in groups.items():
         lines.append(f"| {name} | {g['tasks']} | {g['valid']} | {g['withheld']} | {pct(g['score'])} | "
@@ -85,30 +131,55 @@ def _listed(items: list[str]) -> list[str]:
     return [f"- {item}" for item in items[:LISTED]] + more
 
 
+def _sign(c: dict[str, Any]) -> str:
+    if c["sign_settled"]:
+        return ("The sign is settled: the interval excludes 0, so this run is "
+                f"{'better' if c['mean_difference'] > 0 else 'worse'}.")
+    return ("The sign is not settled: the interval includes 0. Buy repeats of the discordant tasks only: "
+            f"`python -m hcu.osworld.summarize {c['this_run_dir']} --compare {c['other_run_dir']} "
+            "--rerun-discordant K` writes both runs' configs with K more repeats on them.")
+
+
 def _comparison(c: dict[str, Any]) -> list[str]:
     lines = ["", f"## Paired comparison with {c['other_run_id']}", "",
-             f"{c['paired_tasks']} tasks graded in both runs (of {c['common_tasks']} in both configs; "
-             f"{len(c['not_comparable'])} not comparable). Difference (this minus other): "
+             f"{c['paired_tasks']} tasks scored in full in both runs (of {c['common_tasks']} in both configs; "
+             f"{len(c['not_comparable'])} not comparable). Difference of task means (this minus other): "
              f"**{100 * c['mean_difference']:+.1f} points**, 95% interval "
              + ("n/a" if c["ci95"] is None else
-                f"{100 * c['ci95']['low']:+.1f} to {100 * c['ci95']['high']:+.1f} points") + ".",
+                f"{100 * c['ci95']['low']:+.1f} to {100 * c['ci95']['high']:+.1f} points") + ". " + _sign(c),
              f"Only the {len(c['discordant'])} discordant tasks decide this ({c['this_better']} better here, "
-             f"{c['other_better']} better there):", ""]
-    lines += _listed([f"{d['task_id']}: {d['score']:g} vs {d['other_score']:g}" for d in c["discordant"]])
+             f"{c['other_better']} better there; task means, repeats in brackets):", ""]
+    lines += _listed([f"{d['task_id']}: {d['score']:.3g} ({d['repeats']}) vs {d['other_score']:.3g} "
+                      f"({d['other_repeats']})" for d in c["discordant"]])
     if c["rerun_configs"]:
-        lines += ["", "Re-run just the discordant set:"] + [f"`python -m hcu.osworld.run_queue {path}`"
-                                                             for path in c["rerun_configs"]]
+        lines += ["", "Re-run just the discordant tasks (same run ids; only the added repeats run), then compare "
+                  "again:"] + [f"`python -m hcu.osworld.run_queue {path}`" for path in c["rerun_configs"]]
     return lines
 
 
-def render_markdown(s: dict[str, Any]) -> str:
+def _disagreeing_repeats(s: dict[str, Any]) -> list[str]:
+    """Tasks whose repeats did not all agree: where the run-to-run term comes from."""
+    mixed = [row for row in s["per_task"] if row["repeats_scored"] > 1 and 0 < row["successes"] < row["repeats_scored"]]
+    if not mixed:
+        return []
+    lines = ["", f"## Tasks whose repeats disagree ({len(mixed)})", ""]
+    return lines + _listed([f"{row['task_id']}: {row['successes']} of {row['repeats_scored']} succeeded"
+                            for row in mixed])
+
+
+def render_markdown(s: dict[str, Any], repeats: Sequence[int], cost_note: str) -> str:
+    """summary.md from summary.json's content; `repeats`: the repeats each config task asks for; `cost_note`: at
+    which prices the cost is, or why it is unknown."""
+    phrase = repeats_phrase(repeats)
     lines = [f"# Summary: {s['run_id']}", ""]
     if s["scripted_model"]:
         lines += [SCRIPTED_BANNER, ""]
     lines += [f"Agent {s['agent']}, model {s['model']} ({s['effort']}), OSWorld {s['benchmark_version']}. "
-              "One scored attempt per task.", ""]
-    lines += _headline(s) + _classes(s["attempts_by_class"])
-    lines += _group_table("domain", s["by_domain"]) + _group_table("stratum", s["by_stratum"])
+              f"Each task's score is the {phrase} (policy: {s['repeat_policy']}, never a best-of); retries of "
+              "an attempt infrastructure broke are never scored.", ""]
+    lines += _headline(s, repeats, cost_note) + _classes(s["attempts_by_class"])
+    lines += _group_table("domain", s["by_domain"], repeats) + _group_table("stratum", s["by_stratum"], repeats)
+    lines += _disagreeing_repeats(s)
     if s["withheld_tasks"]:
         lines += ["", f"## Withheld ({len(s['withheld_tasks'])})", ""]
         lines += _listed([f"{t['task_id']}: {t['reason']}" for t in s["withheld_tasks"]])
@@ -120,5 +191,7 @@ def render_markdown(s: dict[str, Any]) -> str:
                           for t in s["read_nothing_tasks"]])
     if "compare" in s:
         lines += _comparison(s["compare"])
-    lines += ["", "Intervals cover the luck of which tasks are in the panel, not run-to-run variation.", ""]
+    lines += ["", "The Wilson and bootstrap intervals cover the luck of which tasks are in the panel; with one repeat "
+              "per task they do not separate run-to-run variation (the cluster bootstrap over tasks with their "
+              "repeats does, once tasks have repeats).", ""]
     return "\n".join(lines)

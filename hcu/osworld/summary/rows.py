@@ -1,9 +1,10 @@
-"""One row per config task, read from a run directory, with the reference's scoring rules applied.
+"""One row per repeat of every config task (`tasks/<task>/`, `tasks/<task>.r<n>/`), read from a run directory,
+with the reference's scoring rules applied.
 
-Rules (applied through the error table `hcu.osworld.errors`): the denominator is
-every task in the config; a task that ended on the budget or the timeout scores 0 even if the evaluator passed
-it or then failed; a task without a usable score (missing result, evaluator error, runner error,
-infrastructure failure) is withheld; tokens count only when the gateway accounted for every generation.
+Rules (applied through the error table `hcu.osworld.errors`): the denominator is every repeat of every task in
+the config; an attempt that ended on the budget or the timeout scores 0 even if the evaluator passed it or then
+failed; one without a usable score (missing result, evaluator error, runner error, infrastructure failure) is
+withheld; tokens count only when the gateway accounted for every generation.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import orjson
 from pydantic import ValidationError
 
 from hcu.osworld import errors
+from hcu.osworld.attempt.identity import repeat_key
 from hcu.osworld.attempt.result import TaskResult, Usage
 from hcu.osworld.queue.config import RunConfig
 
@@ -25,7 +27,9 @@ STATUS_CLASSES = {"evaluator_error": "evaluator", "error": "runner"}
 
 
 @dataclass
-class TaskRow:
+class AttemptRow:
+    """The attempt in tasks/ of one repeat of one task: the one that is scored."""
+
     task_id: str
     domain: str
     stratum: str
@@ -52,10 +56,19 @@ class TaskRow:
     stand_ins: bool = False
     ended_as: str = ""
     """How the attempt in tasks/ ended: its class, "clean", or "no result"; empty when there is none."""
+    repeat: int = 1
+    cost_usd: float | None = None
+    """What the attempt cost (result.json); None when unknown or when no attempt ran."""
+    ran: bool = False
+    """An attempt left a result.json (readable or not): it ran, and spent."""
 
     @property
     def valid(self) -> bool:
         return self.score is not None
+
+    @property
+    def key(self) -> str:
+        return repeat_key(self.task_id, self.repeat)
 
 
 def failure_class(result: TaskResult) -> str | None:
@@ -91,18 +104,20 @@ def _duration(result: TaskResult) -> float | None:
     return None
 
 
-def task_row(config: RunConfig, tasks_dir: str, index: int, retries: Counter[str]) -> TaskRow:
+def attempt_row(config: RunConfig, tasks_dir: str, index: int, repeat: int, retries: Counter[str]) -> AttemptRow:
     task = config.tasks[index]
-    result, status = read_result_and_status(os.path.join(tasks_dir, task.id, "result.json"))
-    current = result is not None or os.path.isdir(os.path.join(tasks_dir, task.id))
+    key = repeat_key(task.id, repeat)
+    result, status = read_result_and_status(os.path.join(tasks_dir, key, "result.json"))
+    current = result is not None or os.path.isdir(os.path.join(tasks_dir, key))
     domain = config.domain_of(task) or (result.task_domain if result else None) or "unknown"
-    row = TaskRow(task_id=task.id, domain=domain, stratum=task.stratum or "", status=status,
-                  evaluator_score=None, score=None, withheld_reason=status, termination="", failure_class="",
-                  attempts=retries[task.id] + current, model_calls=None, tokens=None, duration_sec=None,
-                  usage_accounted=False, ended_as="no result" if current else "")
+    row = AttemptRow(task_id=task.id, domain=domain, stratum=task.stratum or "", status=status,
+                     evaluator_score=None, score=None, withheld_reason=status, termination="", failure_class="",
+                     attempts=retries[key] + current, model_calls=None, tokens=None, duration_sec=None,
+                     usage_accounted=False, ended_as="no result" if current else "", repeat=repeat,
+                     ran=status != "missing")
     if result is None:
         return row
-    row.status = result.status
+    row.status, row.cost_usd = result.status, result.cost_usd
     # the evaluator's own score; a minimal result.json carries only `score`
     row.evaluator_score = result.evaluator_score if result.evaluator_score is not None else result.score
     row.score, row.withheld_reason = counted_score(result)
@@ -130,11 +145,12 @@ def retry_dirs(run_dir: Path) -> list[os.DirEntry[str]]:
 
 
 def retry_counts(entries: list[os.DirEntry[str]]) -> Counter[str]:
+    """Set-aside attempts per repeat, by key (retries/<key>-<n>/)."""
     counts: Counter[str] = Counter()
     for entry in entries:
-        task_id, _, number = entry.name.rpartition("-")
+        key, _, number = entry.name.rpartition("-")
         if number.isdigit():
-            counts[task_id] += 1
+            counts[key] += 1
     return counts
 
 
@@ -146,14 +162,18 @@ class RetriedAttempt:
     failure_class: str
     duration_sec: float | None
     usage: Usage | None
+    cost_usd: float | None = None
+    """From its result.json, else what the queue priced its rows at when it set it aside; None: unknown."""
 
 
 def read_retried(entry: os.DirEntry[str]) -> RetriedAttempt:
-    """Class, length and usage of a set-aside attempt: from its result.json, else its lease and retry note."""
+    """Class, length, usage and cost of a set-aside attempt: from its result.json, else its lease and retry
+    note."""
     base = Path(entry.path)
     result, _ = read_result_and_status(os.path.join(entry.path, "result.json"))
-    if result is not None and (seconds := _duration(result)) is not None and failure_class(result):
-        return RetriedAttempt(entry.name, str(failure_class(result)), seconds, result.usage)
+    complete = result is not None and failure_class(result) and result.cost_usd is not None
+    if complete and result is not None and (seconds := _duration(result)) is not None:
+        return RetriedAttempt(entry.name, str(failure_class(result)), seconds, result.usage, result.cost_usd)
     note = _json_or_empty(base / "retry.json")
     seconds = _duration(result) if result is not None else None
     if seconds is None:
@@ -161,7 +181,11 @@ def read_retried(entry: os.DirEntry[str]) -> RetriedAttempt:
         if isinstance(started, (int, float)) and isinstance(moved, (int, float)):
             seconds = moved - started
     cls = (failure_class(result) if result is not None else None) or note.get("failure_classification")
-    return RetriedAttempt(entry.name, str(cls or "unknown"), seconds, result.usage if result is not None else None)
+    noted = note.get("cost_usd")
+    cost = result.cost_usd if result is not None and result.cost_usd is not None else (
+        float(noted) if isinstance(noted, (int, float)) else None)
+    return RetriedAttempt(entry.name, str(cls or "unknown"), seconds, result.usage if result is not None else None,
+                          cost)
 
 
 def _json_or_empty(path: Path) -> dict:
@@ -172,10 +196,12 @@ def _json_or_empty(path: Path) -> dict:
     return value if isinstance(value, dict) else {}
 
 
-def load_rows(config: RunConfig, run_dir: Path) -> tuple[list[TaskRow], list[RetriedAttempt]]:
-    """Rows for every config task, and every attempt set aside under retries/."""
+def load_rows(config: RunConfig, run_dir: Path) -> tuple[list[AttemptRow], list[RetriedAttempt]]:
+    """Rows for every repeat of every config task (task by task, repeats in order), and every attempt set aside
+    under retries/."""
     entries = retry_dirs(run_dir)
     counts = retry_counts(entries)
     tasks_dir = str(run_dir / "tasks")
-    rows = [task_row(config, tasks_dir, index, counts) for index in range(len(config.tasks))]
+    rows = [attempt_row(config, tasks_dir, index, repeat, counts)
+            for index, task in enumerate(config.tasks) for repeat in range(1, config.repeats_of(task) + 1)]
     return rows, [read_retried(entry) for entry in entries]

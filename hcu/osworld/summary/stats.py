@@ -1,8 +1,9 @@
-"""Intervals for panel scores: Wilson for pass/fail, a seeded bootstrap for partial credit, and the paired
-difference of two runs on the same tasks.
+"""Intervals for panel scores: Wilson for pass/fail, a seeded bootstrap for partial credit, the cluster
+bootstrap over tasks with their repeats, and the paired difference of two runs on the same tasks.
 
-Every interval here is over the task list: it says how far a perfectly run single pass could still be from
-the model's true rate by luck of which tasks landed. It does not cover run-to-run noise (that needs repeats).
+Wilson and the plain bootstrap are over the task list: how far a perfectly run single pass could still be from
+the model's true rate by luck of which tasks landed. The cluster bootstrap resamples tasks and takes each
+task's repeats with it, so with repeats its interval holds the run-to-run noise too.
 """
 
 from __future__ import annotations
@@ -59,6 +60,15 @@ def bootstrap_mean(scores: Sequence[float], seed: int = BOOTSTRAP_SEED,
     means = draws @ levels / len(scores)
     low, high = np.quantile(means, [0.025, 0.975])
     return Interval("bootstrap", float(low), float(high))
+
+
+def cluster_bootstrap(task_scores: Sequence[float], seed: int = BOOTSTRAP_SEED,
+                      resamples: int = BOOTSTRAP_RESAMPLES) -> Interval:
+    """Percentile bootstrap of a run's score that resamples tasks, each with all its repeats: `task_scores` are
+    the tasks' means over their repeats, so a resampled task brings its repeats' spread along. Seeded: the same
+    run directory always gives the same interval."""
+    drawn = bootstrap_mean(task_scores, seed, resamples)
+    return Interval("cluster bootstrap", drawn.low, drawn.high)
 
 
 def mean_interval(scores: Sequence[float]) -> Interval:
