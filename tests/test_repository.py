@@ -1,0 +1,89 @@
+"""The repository's own rules, checked: no import cycles in hcu (lazy and type-checking imports included), no
+citation of files outside the repository or of issue numbers, a README a newcomer reads in five minutes."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+from hcu import REPO_ROOT
+
+PACKAGE = REPO_ROOT / "hcu"
+CITATION = re.compile(r"\.\./shared|OSWORLD\.md|ten-problems|DESIGN\.md|\bnotes/[a-z-]+\.md|\bissue \d+|\bissue #\d+")
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(REPO_ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph() -> dict[str, set[str]]:
+    modules = {module_name(path): path for path in PACKAGE.rglob("*.py")}
+    graph: dict[str, set[str]] = {name: set() for name in modules}
+    for name, path in modules.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                targets = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+            else:
+                continue
+            graph[name] |= {target for target in targets if target in modules and target != name}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for other in graph[node]:
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in graph:
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_module_of_hcu_imports_back_what_imports_it() -> None:
+    assert cycles(import_graph()) == []
+
+
+def test_a_cycle_is_found_where_there_is_one() -> None:
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_code_and_docs_cite_nothing_outside_the_repository() -> None:
+    files = [*PACKAGE.rglob("*.py"), *(REPO_ROOT / "tests").rglob("*.py"), *(REPO_ROOT / "bench").glob("*.py"),
+             *(REPO_ROOT / "docs").glob("*.md"), REPO_ROOT / "README.md"]
+    cited = [f"{path.relative_to(REPO_ROOT)}:{n}" for path in files
+             for n, line in enumerate(path.read_text().splitlines(), 1)
+             if CITATION.search(line) and path.name != "test_repository.py"]
+    assert cited == []
+
+
+def test_the_readme_is_a_front_page_and_its_links_lead_somewhere() -> None:
+    readme = (REPO_ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) <= 200
+    links = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", readme)
+    assert links and [link for link in links if not (REPO_ROOT / link).exists()] == []
