@@ -18,6 +18,15 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+def absolute(importer: str, path: Path, node: ast.ImportFrom) -> str:
+    """The module a `from ... import` names, relative ones resolved against the importer's package."""
+    if node.level == 0:
+        return node.module or ""
+    package = importer.split(".") if path.name == "__init__.py" else importer.split(".")[:-1]
+    package = package[: len(package) - (node.level - 1)]
+    return ".".join([*package, *([node.module] if node.module else [])])
+
+
 def import_graph() -> dict[str, set[str]]:
     modules = {module_name(path): path for path in PACKAGE.rglob("*.py")}
     graph: dict[str, set[str]] = {name: set() for name in modules}
@@ -25,8 +34,9 @@ def import_graph() -> dict[str, set[str]]:
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Import):
                 targets = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                targets = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+            elif isinstance(node, ast.ImportFrom):
+                base = absolute(name, path, node)
+                targets = [base, *(f"{base}.{alias.name}" for alias in node.names)]
             else:
                 continue
             graph[name] |= {target for target in targets if target in modules and target != name}
