@@ -16,8 +16,11 @@ import pytest
 
 from hcu import REPO_ROOT
 from hcu.demo.stand_in import free_port
+from hcu.osworld.attempt.meta import AttemptMeta
+from hcu.osworld.attempt.result import TaskResult
 from hcu.osworld.guest.bridge import bridge_address
 from hcu.osworld.guest.host import HOST_PROC_ENV
+from hcu.record_io import read_record
 from tests.demo_panel import demo_config
 from tests.guest.host_files import host_proc
 
@@ -56,15 +59,15 @@ def test_a_panel_larger_than_memory_runs_its_guests_in_turn_and_none_runs_out(tm
     assert not (run_dir / "retries").exists(), "no attempt set aside: none ran out of memory"
     lifetimes, waited = [], 0
     for task in OS_TASKS:
-        result = orjson.loads((run_dir / "tasks" / task / "result.json").read_bytes())
-        assert result["failure_classification"] is None, result["failure_message"]
-        readiness = orjson.loads((run_dir / "tasks" / task / "meta.json").read_bytes())["guest"]["readiness"]
-        admitted = next(step for step in readiness if step["name"] == "memory admitted")
-        waited += "s for memory" in admitted["detail"]
-        phases = {phase["name"]: phase for phase in result["phases"]}
-        boot = phases["boot"]["started_at"]
-        until_admitted = sum(s["duration_sec"] for s in readiness[:readiness.index(admitted) + 1])
-        lifetimes.append((boot + until_admitted, phases["cleanup"]["started_at"]))
+        result = read_record(run_dir / "tasks" / task / "result.json", TaskResult)
+        assert result.failure_classification is None, result.failure_message
+        guest = read_record(run_dir / "tasks" / task / "meta.json", AttemptMeta).guest
+        assert guest is not None, task
+        admitted = next(step for step in guest.readiness if step.name == "memory admitted")
+        waited += "s for memory" in (admitted.detail or "")
+        phases = {phase.name: phase for phase in result.phases}
+        until_admitted = sum(s.duration_sec for s in guest.readiness[:guest.readiness.index(admitted) + 1])
+        lifetimes.append((phases["boot"].started_at + until_admitted, phases["cleanup"].started_at))
     assert waited >= 1, "the third guest waited for one of the first two to go"
     assert peak(lifetimes) <= 2, f"more guests at once than the host's memory holds: {lifetimes}"
 

@@ -16,6 +16,7 @@ import pytest
 
 from hcu import REPO_ROOT
 from hcu.demo.stand_in import scripted_stack
+from hcu.osworld.attempt.meta import AttemptMeta
 from hcu.osworld.attempt.result import TaskResult
 from hcu.osworld.guest.docker_engine import docker_client
 from hcu.record_io import read_record
@@ -76,15 +77,16 @@ def test_run_task_on_the_qemu_guest_scores_one_and_leaves_the_base_untouched(
     assert (r.status, r.score, r.termination_reason, r.protocol_word) == (
         "completed", 1.0, "completed", "TASK_COMPLETE"), log[-3000:]
     assert [p.name for p in r.phases] == PHASES and all(p.status == "ok" for p in r.phases)
-    guest = orjson.loads((result_dir / "meta.json").read_bytes())["guest"]
-    assert guest["spec"]["kind"] == "qemu" and guest["spec"]["docker_image"] == QEMU_RUNNER_IMAGE
-    assert guest["container_image"]["reference"] == QEMU_RUNNER_IMAGE
-    assert guest["container_image"]["id"].startswith("sha256:")
-    steps = {step["name"]: step for step in guest["readiness"]}
-    assert steps["api answers"]["ok"] and steps["desktop painted"]["ok"]
-    assert all(step["duration_sec"] >= 0 for step in steps.values())
-    grown = re.search(r"-> ([\d.]+) GiB \(volume_size 64 GiB\)$", steps["filesystem grown"]["detail"])
-    assert steps["filesystem grown"]["ok"] and grown, steps["filesystem grown"]
+    guest = read_record(result_dir / "meta.json", AttemptMeta).guest
+    assert guest is not None and guest.spec is not None and guest.container_image is not None
+    assert guest.spec["kind"] == "qemu" and guest.spec["docker_image"] == QEMU_RUNNER_IMAGE
+    assert guest.container_image.reference == QEMU_RUNNER_IMAGE
+    assert guest.container_image.id.startswith("sha256:")
+    steps = {step.name: step for step in guest.readiness}
+    assert steps["api answers"].ok and steps["desktop painted"].ok
+    assert all(step.duration_sec >= 0 for step in steps.values())
+    grown = re.search(r"-> ([\d.]+) GiB \(volume_size 64 GiB\)$", steps["filesystem grown"].detail or "")
+    assert steps["filesystem grown"].ok and grown, steps["filesystem grown"]
     assert 62.5 <= float(grown[1]) <= 64, "the root filesystem fills the disk, less ext4's own overhead"
     assert list((result_dir / ".guest").glob("*.qcow2")) == [], "the attempt's overlay outlived it"
     assert labelled(run_id) == []

@@ -19,9 +19,11 @@ from hcu.demo.__main__ import DEFAULT_POLICIES
 from hcu.demo.stand_in import STAND_IN_TOKEN, free_port
 from hcu.gateway.scope_secret import key_id, load_or_create_key
 from hcu.osworld.attempt.identity import AttemptId
+from hcu.osworld.attempt.meta import AttemptMeta
 from hcu.osworld.queue.config import load_config
 from hcu.osworld.queue.panel import run_queue
 from hcu.osworld.summary.run_summary import summarize
+from hcu.record_io import read_record
 from tests.demo_panel import EXPECTED_SCORE, DemoRun, demo_config
 from tests.queue.ray_checks import manifest, peaks_by_node, results
 from tests.queue.ray_cluster import UPSTREAM_TOKEN_ENV
@@ -101,9 +103,10 @@ def test_demo_through_ray_matches_local(tmp_path: Path, demo_run: DemoRun, ray_c
         scope = AttemptId(run_id=result["run_id"], task_id=result["task_id"], attempt=result["attempt"]).gateway_scope
         mine = [row for row in rows if row["task"] == scope]
         assert len(mine) == result["usage"]["requests"] and result["usage"]["requests"] > 0, scope
-        meta = orjson.loads((ray_dir / "tasks" / result["task_id"] / "meta.json").read_bytes())
-        gateways.setdefault(recorded["attempt_nodes"][result["attempt_id"]], set()).add(meta["gateway"])
-        health = meta["gateway_health"]  # the node's gateway serves each scope only to its secret, the run's key
+        meta = read_record(ray_dir / "tasks" / result["task_id"] / "meta.json", AttemptMeta)
+        gateways.setdefault(recorded["attempt_nodes"][result["attempt_id"]], set()).add(meta.gateway)
+        health = meta.gateway_health  # the node's gateway serves each scope only to its secret, the run's key
+        assert health is not None, scope
         assert (health["scope_secrets"], health["scope_key_id"]) == (True, run_key), scope
     assert all(len(urls) == 1 for urls in gateways.values()), f"one gateway per node: {gateways}"
     assert len(set.union(*gateways.values())) == len(gateways), f"each node its own gateway: {gateways}"
