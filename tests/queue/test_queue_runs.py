@@ -6,7 +6,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import orjson
@@ -33,15 +32,13 @@ def overlap_peak(events: list[dict]) -> int:
     return peak
 
 
-def test_cap_and_stagger_are_held(make_panel):
-    panel = make_panel([f"t{i}" for i in range(6)], max_active_tasks=2, launch_stagger_seconds=0.4,
+def test_cap_is_held_with_real_runners(make_panel):  # the stagger's pacing: test_launch_pacing.py
+    panel = make_panel([f"t{i}" for i in range(6)], max_active_tasks=2, launch_stagger_seconds=0.1,
                        sleep_sec=(0.5, 0.9))
     states = panel.run()
     assert states == {f"t{i}": "finished" for i in range(6)}
     assert overlap_peak(panel.events()) == 2
-    launches = [e["at"] for e in panel.queue_events() if e["event"] == "launch"]
-    assert len(launches) == 6
-    assert min(b - a for a, b in zip(launches, launches[1:], strict=False)) >= 0.4
+    assert sum(e["event"] == "launch" for e in panel.queue_events()) == 6
     run_dir = panel.run_dir
     assert all((run_dir / "tasks" / f"t{i}" / "result.json").exists() for i in range(6))
     assert all((run_dir / "logs" / f"t{i}.log").exists() for i in range(6))
@@ -102,15 +99,16 @@ def test_rate_limit_pauses_launches_across_restarts(make_panel):
     limited = {"status": "error", "score": None, "failure_classification": "upstream_rate_limit"}
     panel = make_panel(["limited", "next"], max_active_tasks=1, sleep_sec=(0.1, 0.2),
                        outcomes={"limited": [limited]})
+    status = panel.run_dir / "QUEUE_STATUS.md"
     for round_ in range(2):
+        status.unlink(missing_ok=True)  # so the paused status seen below is this queue's
         queue = panel.start()
         wait_for(lambda: (panel.run_dir / "retries" / "limited-1").is_dir(), 30, "the rate-limited retry")
         starts = round_ + 1
         wait_for(lambda n=starts: sum(e["event"] == "start" for e in panel.queue_events()) == n, 30,
                  "this queue's start")
-        wait_for(lambda: "Launches paused" in (panel.run_dir / "QUEUE_STATUS.md").read_text(), 10,
-                 "a paused status")
-        time.sleep(1.5)
+        wait_for(lambda: status.exists() and "Launches paused" in status.read_text(), 10,
+                 "a paused status")  # written after the poll's launch decision: a launch would precede it
         queue.send_signal(signal.SIGTERM)
         assert queue.wait(timeout=20) == 130, queue.stderr.read().decode()
         launches = [e for e in panel.queue_events() if e["event"] == "launch"]

@@ -2,9 +2,9 @@
 configuration (isolate), upload the CLI and computer-use, check the gateway, the executables and the MCP
 transport from inside the guest (probe), run the agent, let the last action settle, collect usage.
 
-The upload runs alongside setup (pipeline.py), with the checks of what it uploaded (the CLI's `--version`,
-computer-use unpacking itself once); the probe phase waits for it, checks the gateway as the guest sees it, then
-runs the MCP probe on the set-up desktop."""
+The upload, then the probe, run alongside setup (pipeline.py): the upload with the checks of what it uploaded
+(the CLI's `--version`, computer-use unpacking itself once), the probe checking the gateway as the guest sees it
+and then the MCP transport, neither touching the desktop; the agent waits for both."""
 
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
 """One attempt of one OSWorld task, end to end, in a fresh guest (what `python -m hcu.osworld.run_task` runs).
 
-The attempt runner (runner.py) with this phase list: load, boot, isolate, upload (alongside setup), setup, probe,
-agent, settle, evaluate, then collect and cleanup whatever happened. Boot, setup, probe, agent and evaluate each end at
-`timeout_seconds` with their own timeout type. result.json and meta.json are always written and the guest is
-always removed.
+The attempt runner (runner.py) with this phase list: load, boot, isolate, upload and then probe (both alongside
+setup), setup, agent, settle, evaluate, then collect and cleanup whatever happened. Boot, setup, probe, agent and
+evaluate each end at `timeout_seconds` with their own timeout type. result.json and meta.json are always written
+and the guest is always removed.
 """
 
 from __future__ import annotations
@@ -47,10 +47,12 @@ PHASES: list[Phase[AgentAttempt]] = [
     Phase("load", _load, failure="configuration"),
     Phase("boot", guest.boot, failure="guest", overrun=BootTimeout, deadline_sec=_timeout),
     Phase("isolate", agent.isolate, failure="guest"),
-    Phase("upload", agent.upload, failure="guest", alongside=True),  # setup does not need it: both at once
+    # Setup needs neither the upload nor the checks of it (and they do not touch the desktop): all at once.
+    Phase("upload", agent.upload, failure="guest", alongside=True),
+    Phase("probe", agent.probe, failure="probe", overrun=ProbeTimeout, deadline_sec=_timeout, alongside=True,
+          needs=("upload",)),
     Phase("setup", guest.setup, failure="setup", overrun=SetupTimeout, deadline_sec=_timeout),
-    Phase("probe", agent.probe, failure="probe", overrun=ProbeTimeout, deadline_sec=_timeout, needs=("upload",)),
-    Phase("agent", agent.agent, failure="agent"),  # its own limits, extended by rate-limit waits
+    Phase("agent", agent.agent, failure="agent", needs=("upload", "probe")),  # its own limits, extended by waits
     Phase("settle", agent.settle, skip=agent.not_scored),
     Phase("evaluate", _evaluate, failure="evaluator", overrun=EvaluationTimeout, deadline_sec=_timeout,
           skip=agent.not_scored),

@@ -1,8 +1,9 @@
 """The attempt runner: an attempt is an ordered list of phases, run under one attempt id.
 
 Each phase declares its name, its deadline (with the timeout type it ends with) and the failure class of the
-errors raised in it; a phase that depends on none of those after it may run `alongside` them, on its own thread,
-until the first phase that `needs` it waits for it. The runner owns everything else: timing each phase
+errors raised in it; a phase that depends on none of those after it may run `alongside` them, on its own thread
+(after the alongside phases it `needs`), until the first phase that `needs` it waits for it: under its own
+deadline, counted from its start, and what it raised is its failure. The runner owns everything else: timing each phase
 (`PhaseLog`, with the node's admission before it and progress.json as it goes), deadlines and stop signals
 (`interrupts`), the one translation of what ended the attempt into the error table's classes
 (`failures.translate`), the closing phases that always run (collect, cleanup), and writing the attempt's records
@@ -13,6 +14,7 @@ runner with different phase lists.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
@@ -29,6 +31,10 @@ from hcu.osworld.errors import FailureClass, PhaseTimeout
 from hcu.record_io import write_json
 
 log = logging.getLogger("hcu.run_task")
+
+def overrun_message(phase: str, timeout_sec: float) -> str:
+    return f"phase {phase} overran its timeout of {timeout_sec:g} s (timeout_seconds)"
+
 
 class AttemptRecord(Protocol):
     failure: Failure | None
@@ -48,6 +54,8 @@ class PhaseLog:
         self.current: str | None = None
         self._on_change = on_change
         self._admit = admit  # waits until the node admits the phase (queue/admission.py); not phase time
+        self._abandoned: set[str] = set()
+        self._lock = threading.RLock()  # alongside phases record from their own threads
 
     @classmethod
     def writing_progress(cls, attempt_id: str, result_dir: Path,
@@ -73,7 +81,7 @@ class PhaseLog:
             if overrun is None:
                 yield
             else:
-                message = f"phase {name} overran its timeout of {timeout_sec:g} s (timeout_seconds)"
+                message = overrun_message(name, timeout_sec)
                 with deadline(timeout_sec, lambda: overrun(message)):
                     yield
         except BaseException as exc:
@@ -81,11 +89,27 @@ class PhaseLog:
             raise
         self._record(name, started, "ok", None)
 
+    def abandoned(self, name: str, started: float, error: str) -> None:
+        """A phase left running on its thread (past its deadline, or the attempt ended): recorded failed now,
+        unless it recorded its own end already, and never again."""
+        with self._lock:
+            if name not in self._abandoned and all(p.name != name for p in self.phases):
+                self._record(name, started, "failed", error)
+            self._abandoned.add(name)
+
     def skipped(self, name: str, reason: str) -> None:
-        self.phases.append(PhaseTiming(name=name, started_at=time.time(), duration_sec=0.0, status="skipped",
-                                       error=reason))
+        with self._lock:
+            self._abandoned.add(name)  # a skipped phase's thread, if any, records nothing more
+            self.phases.append(PhaseTiming(name=name, started_at=time.time(), duration_sec=0.0, status="skipped",
+                                           error=reason))
 
     def _record(self, name: str, started: float, status: str, error: str | None) -> None:
+        with self._lock:
+            if name in self._abandoned:
+                return
+            self._append(name, started, status, error)
+
+    def _append(self, name: str, started: float, status: str, error: str | None) -> None:
         duration = time.time() - started
         self.phases.append(PhaseTiming(name=name, started_at=started, duration_sec=round(duration, 3),
                                        status=status, error=error))
@@ -106,8 +130,8 @@ class Phase(Generic[S]):
     skip: Callable[[S], str | None] | None = None
     """Why the phase does not run this time (None: it runs)."""
     alongside: bool = False
-    """Runs on its own thread beside the phases after it (no deadline of its own: the phase that needs it waits
-    under its deadline); what it raises ends the attempt when a phase waits for it."""
+    """Runs on its own thread beside the phases after it; what it raises, or its overrun, ends the attempt
+    when a phase waits for it."""
     needs: tuple[str, ...] = ()
     """The `alongside` phases this one waits for before it starts."""
 
@@ -119,7 +143,7 @@ def run_phases(state: S, phases: Sequence[Phase[S]], closing: Sequence[Phase[S]]
     `interrupted` in any phase; they are held while the closing phases run and the records are written."""
     failure: Failure | None = None
     current: Phase[S] | None = None
-    beside: dict[str, tuple[Phase[S], Future[None]]] = {}
+    beside: dict[str, _Beside[S]] = {}
     try:
         with stops.armed():
             for phase in phases:
@@ -129,18 +153,21 @@ def run_phases(state: S, phases: Sequence[Phase[S]], closing: Sequence[Phase[S]]
                     log_.skipped(phase.name, reason)
                     continue
                 if phase.alongside:
-                    beside[phase.name] = (phase, in_background(_timed(phase, state, log_), phase.name))
+                    needs = [beside[name].done for name in phase.needs if name in beside]
+                    beside[phase.name] = _Beside(phase, time.time(), in_background(
+                        _timed(phase, state, log_, needs), phase.name))
                     continue
+                for name in phase.needs:
+                    if name in beside:
+                        current = beside[name].phase  # what it raised, or its overrun, is its failure
+                        beside.pop(name).wait(state, log_)
+                current = phase
                 timeout = phase.deadline_sec(state) if phase.deadline_sec else 0.0
                 with log_.phase(phase.name, timeout_sec=timeout, overrun=phase.overrun):
-                    for name in phase.needs:  # under this phase's deadline
-                        if name in beside:
-                            current, done = beside.pop(name)
-                            done.result()  # what the alongside phase raised counts as its failure
-                            current = phase
                     phase.run(state)
-            for current, done in list(beside.values()):  # noqa: B007 - `current` is what a failure belongs to
-                done.result()
+            for name in list(beside):
+                current = beside[name].phase
+                beside.pop(name).wait(state, log_)
     except BaseException as exc:  # whatever ended it: recorded; a SystemExit or KeyboardInterrupt goes on too
         failure = translate(exc, current.failure if current else "runner")
         if failure.classification == "runner":
@@ -148,6 +175,8 @@ def run_phases(state: S, phases: Sequence[Phase[S]], closing: Sequence[Phase[S]]
         if not isinstance(exc, Exception) and failure.classification == "runner":
             raise
     finally:
+        for left in beside.values():  # the attempt ended before anything waited for them
+            log_.abandoned(left.phase.name, left.started_at, "left running: the attempt ended before it was needed")
         state.failure = failure  # what the closing phases may need to know (e.g. why the evidence ends)
         for phase in closing:
             try:
@@ -159,9 +188,40 @@ def run_phases(state: S, phases: Sequence[Phase[S]], closing: Sequence[Phase[S]]
     return failure
 
 
-def _timed(phase: Phase[S], state: S, log_: PhaseLog) -> Callable[[], None]:
-    """An alongside phase as its thread runs it: timed and recorded like any other."""
+@dataclass
+class _Beside(Generic[S]):
+    """An alongside phase while it runs on its thread."""
+
+    phase: Phase[S]
+    started_at: float
+    done: Future[None]
+
+    def wait(self, state: S, log_: PhaseLog) -> None:
+        """Until it ends, within its deadline from its start: then it ends the attempt as its overrun, recorded
+        here (its thread, still blocked, records nothing more)."""
+        overrun = self.phase.overrun
+        timeout = self.phase.deadline_sec(state) if self.phase.deadline_sec and overrun else 0.0
+        if overrun is None or timeout <= 0:
+            self.done.result()
+            return
+        message = overrun_message(self.phase.name, timeout)
+        try:
+            with deadline(max(timeout - (time.time() - self.started_at), 1e-3), lambda: overrun(message)):
+                self.done.result()
+        except PhaseTimeout as exc:
+            if not self.done.done():
+                log_.abandoned(self.phase.name, self.started_at, f"{type(exc).__name__}: {exc}")
+            raise
+
+
+def _timed(phase: Phase[S], state: S, log_: PhaseLog, needs: Sequence[Future[None]]) -> Callable[[], None]:
+    """An alongside phase as its thread runs it: after the alongside phases it needs (when one failed, its
+    waiter reports that, and this one does not run), timed and recorded like any other."""
     def run() -> None:
+        for need in needs:
+            if need.exception() is not None:
+                log_.skipped(phase.name, "a phase it needs failed")
+                return
         with log_.phase(phase.name):
             phase.run(state)
     return run

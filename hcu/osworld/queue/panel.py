@@ -37,6 +37,16 @@ from hcu.osworld.queue.status import ActiveAttempt, Finish, StatusView, render
 from hcu.record_io import write_atomic, write_json, write_record
 
 DEFAULT_POLL_SEC = 5.0
+
+
+class QueueClock:
+    """Time as the queue reads it (launch pacing, pauses, events); a test passes one that moves itself."""
+
+    sleep = staticmethod(time.sleep)
+    time = staticmethod(time.time)  # after `sleep`: from here on `time` in this class body is this method
+
+
+SYSTEM_CLOCK = QueueClock()
 STATUS_INTERVAL_SEC = 1.0
 
 __all__ = ["DEFAULT_POLL_SEC", "QueueRefused", "QueueStopped", "config_difference", "run_queue", "run_lock"]
@@ -105,8 +115,9 @@ class PanelQueue:
     """The launch loop over one run directory (the caller holds the run lock)."""
 
     def __init__(self, config: RunConfig, executor: Executor, poll_interval_sec: float,
-                 gate: LaunchGate | None = None) -> None:
+                 gate: LaunchGate | None = None, clock: QueueClock = SYSTEM_CLOCK) -> None:
         self.config, self.executor, self.poll_interval_sec = config, executor, poll_interval_sec
+        self.clock = clock
         self.gate, self.held = gate, ""
         self.stopped = ""
         """Why launches stopped for good in this run of the queue (one line); empty while they go on."""
@@ -137,7 +148,7 @@ class PanelQueue:
                 self._record_nodes()
                 self._write_status(self.stopped or self.held)
                 if self.active or (self.pending and not self.stopped):
-                    time.sleep(self.poll_interval_sec)
+                    self.clock.sleep(self.poll_interval_sec)
         except BaseException:
             self._write_status(f"Queue stopped; {len(self.active)} attempts keep running and are adopted "
                                "by the next start.", force=True)
@@ -206,7 +217,7 @@ class PanelQueue:
         task_dir, name = self._result_dir(view.key), f"{view.key}-{view.attempt}"
         attempt_id = self._attempt_id(view.key, view.attempt)
         note = RetryNote(task_id=view.task_id, repeat=view.repeat, attempt=view.attempt,
-                         failure_classification=classification, reason=reason[:500], moved_at=time.time(),
+                         failure_classification=classification, reason=reason[:500], moved_at=self.clock.time(),
                          pause_launches_sec=pause, cost_usd=self.spend.scope_cost(attempt_id.gateway_scope))
         write_record(task_dir / "retry.json", note)  # first, so a kill before the move just repeats this
         (self.run_dir / "retries").mkdir(exist_ok=True)
@@ -233,7 +244,8 @@ class PanelQueue:
                 outcome = {"infra_failed": "set aside", "interrupted": "set aside (interrupted)",
                            "config_failed": "set aside; launches stopped",
                            "exhausted": "out of attempts"}.get(view.state, view.state)
-            self.finishes.append(Finish(key, active.attempt, outcome, time.time(), time.time() - active.started_at))
+            now = self.clock.time()
+            self.finishes.append(Finish(key, active.attempt, outcome, now, now - active.started_at))
             self._event("exit", task_id=active.task_id, repeat=active.repeat, attempt=active.attempt,
                         state=view.state, node=active.node)
             if view.state in ("finished", "exhausted"):  # a runner killed after its result leaves containers
@@ -249,8 +261,8 @@ class PanelQueue:
         config = self.config
         checked, self.held = False, ""
         while (not self.stopped and self.pending and len(self.active) < self._slots()
-               and time.time() >= self.pause_until
-               and time.time() - self.last_launch >= config.launch_stagger_seconds):
+               and self.clock.time() >= self.pause_until
+               and self.clock.time() - self.last_launch >= config.launch_stagger_seconds):
             if self.spend.reached():  # read before every launch: attempts running now are spending too
                 self.stopped, self.ceiling_hit = ceiling_message(float(config.max_cost_usd or 0),
                                                                  self.spend.total.usd), True
@@ -306,9 +318,9 @@ class PanelQueue:
 
     def _write_status(self, note: str, force: bool = False) -> None:
         """Rewritten at most once a second (a poll can be much faster), and always when the queue stops."""
-        if not force and time.time() - self.last_status < STATUS_INTERVAL_SEC:
+        if not force and self.clock.time() - self.last_status < STATUS_INTERVAL_SEC:
             return
-        self.last_status = time.time()
+        self.last_status = self.clock.time()
         states = Counter(self.final.values())
         states.update(pending=len(self.pending), active=len(self.active))
         if self.lowered:
@@ -317,26 +329,26 @@ class PanelQueue:
                           states=states, active=list(self.active.values()), finishes=self.finishes,
                           retries=self.retries, pause_until=self.pause_until, note=note,
                           spend=self.spend.describe())
-        write_atomic(self.run_dir / "QUEUE_STATUS.md", render(view).encode())
+        write_atomic(self.run_dir / "QUEUE_STATUS.md", render(view, self.last_status).encode())
 
     def _event(self, event: str, **fields: object) -> None:
         """One line per queue decision in logs/queue.jsonl: launches, adoptions, exits, retries."""
         path = self.run_dir / "logs" / "queue.jsonl"
         path.parent.mkdir(parents=True, exist_ok=True)
         with path.open("ab") as f:
-            f.write(orjson.dumps({"at": time.time(), "event": event, **fields}) + b"\n")
+            f.write(orjson.dumps({"at": self.clock.time(), "event": event, **fields}) + b"\n")
 
 
 def run_queue(config: RunConfig, *, runner: Sequence[str] | None = None,
               poll_interval_sec: float = DEFAULT_POLL_SEC, gate: LaunchGate | None = None,
-              executor: Executor | None = None) -> dict[str, str]:
+              executor: Executor | None = None, clock: QueueClock = SYSTEM_CLOCK) -> dict[str, str]:
     """Run (or resume) the panel until every repeat of every task is final; returns key (the task id for
     repeat 1, `<task>.r<n>` after it) -> "finished" | "exhausted".
     `gate` holds launches (e.g. `queue_gate.gateway_gate(config)`: while the gateway is down); `runner`
-    replaces run_task (tests), `executor` the one the config names (benchmarks)."""
+    replaces run_task (tests), `executor` the one the config names (benchmarks), `clock` the system's (tests)."""
     with run_lock(config.run_dir):
         refuse_changed_config(config)
         executor = executor or make_executor(config, runner)  # a cluster that cannot be joined writes nothing
         write_json(config.run_dir / "config.json", config.model_dump(mode="json"))
         record_start(config)
-        return PanelQueue(config, executor, poll_interval_sec, gate).run()
+        return PanelQueue(config, executor, poll_interval_sec, gate, clock).run()
