@@ -72,6 +72,7 @@ def test_alongside_phases_run_beside_setup_in_the_order_their_needs_give() -> No
     assert failure is None and state.recorded == [None]
     assert state.order == ["upload", "probe", "setup", "agent", "cleanup"]
     assert statuses(log) == dict.fromkeys(["upload", "probe", "setup", "agent", "cleanup"], "ok")
+    assert [p.name for p in log.phases] == ["upload", "probe", "setup", "agent", "cleanup"], "as declared"
 
 
 def test_a_failed_alongside_phase_is_its_own_failure_and_what_needs_it_does_not_run() -> None:

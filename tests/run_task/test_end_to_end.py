@@ -21,7 +21,7 @@ from tests.run_task.conftest import (
 
 pytestmark = [pytest.mark.docker, pytest.mark.artifacts]
 AGENTS = ["codex", "claude-code", "gemini-cli", "grok-build"]
-PHASES = ["load", "boot", "isolate", "upload", "setup", "probe", "agent", "settle", "evaluate", "collect",
+PHASES = ["load", "boot", "isolate", "upload", "probe", "setup", "agent", "settle", "evaluate", "collect",
           "cleanup"]
 
 

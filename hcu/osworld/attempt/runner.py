@@ -97,6 +97,11 @@ class PhaseLog:
                 self._record(name, started, "failed", error)
             self._abandoned.add(name)
 
+    def in_order(self, names: list[str]) -> None:
+        """The phases as `names` lists them (alongside phases end in any order; the record does not)."""
+        with self._lock:
+            self.phases.sort(key=lambda p: names.index(p.name) if p.name in names else len(names))
+
     def skipped(self, name: str, reason: str) -> None:
         with self._lock:
             self._abandoned.add(name)  # a skipped phase's thread, if any, records nothing more
@@ -184,6 +189,7 @@ def run_phases(state: S, phases: Sequence[Phase[S]], closing: Sequence[Phase[S]]
                     phase.run(state)
             except Exception as exc:  # the attempt's outcome is decided; what the closing misses is logged
                 log.error("[%s] %s failed: %s", log_.attempt_id, phase.name, exc)
+        log_.in_order([phase.name for phase in [*phases, *closing]])
         record(state, failure)
     return failure
 
