@@ -67,7 +67,7 @@ def test_alongside_phases_run_beside_setup_in_the_order_their_needs_give() -> No
         Phase("upload", upload_during_setup, failure="guest", alongside=True),
         Phase("probe", probe, failure="probe", alongside=True, needs=("upload",)),
         Phase("setup", setup_until_upload, failure="setup"),
-        Phase("agent", step("agent"), needs=("upload", "probe")),
+        Phase("agent", step("agent"), needs=("probe", "upload")),
     ], state)
     assert failure is None and state.recorded == [None]
     assert state.order == ["upload", "probe", "setup", "agent", "cleanup"]
@@ -85,7 +85,7 @@ def test_a_failed_alongside_phase_is_its_own_failure_and_what_needs_it_does_not_
         Phase("upload", upload, failure="guest", alongside=True),
         Phase("probe", step("probe"), failure="probe", alongside=True, needs=("upload",)),
         Phase("setup", step("setup"), failure="setup"),
-        Phase("agent", step("agent"), needs=("upload", "probe")),
+        Phase("agent", step("agent"), needs=("probe", "upload")),
     ], state)
     assert failure is not None and failure.classification == "guest", failure
     assert "the guest went away" in failure.message
@@ -133,3 +133,22 @@ def test_an_alongside_phase_left_running_when_the_attempt_ends_is_recorded_once(
     assert failure is not None and failure.classification == "guest" and "setup lost" in failure.message
     assert statuses(log) == {"upload": "failed", "setup": "failed", "cleanup": "ok"}
     assert "left running" in (next(p for p in log.phases if p.name == "upload").error or "")
+
+
+def test_the_deadline_of_an_alongside_phase_covers_its_wait_for_what_it_needs() -> None:
+    state = Attempt()
+
+    def hanging_upload(s: Attempt) -> None:
+        s.release.wait(WAIT_SEC)
+
+    failure, log = run([
+        Phase("upload", hanging_upload, failure="guest", alongside=True),
+        Phase("probe", step("probe"), failure="probe", overrun=ProbeTimeout, deadline_sec=lambda s: 0.2,
+              alongside=True, needs=("upload",)),
+        Phase("agent", step("agent"), needs=("probe", "upload")),
+    ], state)
+    assert failure is not None and failure.classification == "probe", failure
+    assert failure.message.startswith("phase probe overran its timeout of 0.2 s"), failure.message
+    assert state.order == ["cleanup"]
+    state.release.set()
+    assert statuses(log) == {"upload": "failed", "probe": "failed", "cleanup": "ok"}

@@ -52,7 +52,9 @@ PHASES: list[Phase[AgentAttempt]] = [
     Phase("probe", agent.probe, failure="probe", overrun=ProbeTimeout, deadline_sec=_timeout, alongside=True,
           needs=("upload",)),
     Phase("setup", guest.setup, failure="setup", overrun=SetupTimeout, deadline_sec=_timeout),
-    Phase("agent", agent.agent, failure="agent", needs=("upload", "probe")),  # its own limits, extended by waits
+    # The probe first: its deadline, from its start, covers its wait for the upload (a hung upload is a probe
+    # overrun); then the upload, done by then, with its own failure if it had one.
+    Phase("agent", agent.agent, failure="agent", needs=("probe", "upload")),  # its own limits, extended by waits
     Phase("settle", agent.settle, skip=agent.not_scored),
     Phase("evaluate", _evaluate, failure="evaluator", overrun=EvaluationTimeout, deadline_sec=_timeout,
           skip=agent.not_scored),
