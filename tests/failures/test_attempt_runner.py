@@ -23,6 +23,7 @@ class Attempt:
     setup_running: threading.Event = field(default_factory=threading.Event)
     release: threading.Event = field(default_factory=threading.Event)
     recorded: list[Failure | None] = field(default_factory=list)
+    upload_failed: bool = False
 
 
 def step(name: str):
@@ -140,6 +141,8 @@ def test_the_deadline_of_an_alongside_phase_covers_its_wait_for_what_it_needs() 
 
     def hanging_upload(s: Attempt) -> None:
         s.release.wait(WAIT_SEC)
+        if s.upload_failed:
+            raise requests.ConnectionError("the guest was removed")
 
     failure, log = run([
         Phase("upload", hanging_upload, failure="guest", alongside=True),
@@ -150,5 +153,8 @@ def test_the_deadline_of_an_alongside_phase_covers_its_wait_for_what_it_needs() 
     assert failure is not None and failure.classification == "probe", failure
     assert failure.message.startswith("phase probe overran its timeout of 0.2 s"), failure.message
     assert state.order == ["cleanup"]
-    state.release.set()
+    state.upload_failed = True
+    state.release.set()  # the upload now fails: the probe's thread, still waiting for it, records nothing
+    for thread in [t for t in threading.enumerate() if t.name in ("upload", "probe")]:
+        thread.join(WAIT_SEC)
     assert statuses(log) == {"upload": "failed", "probe": "failed", "cleanup": "ok"}

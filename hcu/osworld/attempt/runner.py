@@ -104,7 +104,8 @@ class PhaseLog:
 
     def skipped(self, name: str, reason: str) -> None:
         with self._lock:
-            self._abandoned.add(name)  # a skipped phase's thread, if any, records nothing more
+            if name in self._abandoned:  # recorded already, as left running past its deadline or the attempt
+                return
             self.phases.append(PhaseTiming(name=name, started_at=time.time(), duration_sec=0.0, status="skipped",
                                            error=reason))
 
