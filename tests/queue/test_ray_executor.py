@@ -145,6 +145,27 @@ def test_node_lost_mid_attempt_reruns_elsewhere(ray_panel, loss_nodes, sleep_ima
     assert run_handles(run_id) == []
 
 
+def test_a_node_agent_dying_on_a_live_node_interrupts_its_attempts(ray_panel):
+    """The agent that runs a node's attempts dies while the node lives: its attempts are `interrupted` (not
+    node_lost), run again, and the next one placed there gets a new agent."""
+    panel = ray_panel(["i0", "i1"], phases={"boot": (0.1, 0.2), "agent": (6.0, 7.0)}, max_active_tasks=2)
+    queue = panel.start()
+    run_dir, run_id = panel.run_dir, panel.config.run_id
+    wait_for(lambda: in_agent_on_a_node(run_dir) is not None, 90, "an attempt in its agent phase")
+    task, _ = in_agent_on_a_node(run_dir)
+    node_id = orjson.loads((run_dir / "tasks" / task / "placement.json").read_bytes())["ray_node_id"]
+    ray.kill(ray.get_actor(f"node:{run_id}/{node_id}", namespace="hcu"))
+    assert queue.wait(timeout=180) == 0, queue.stderr.read().decode()
+
+    notes = [orjson.loads(p.read_bytes()) for p in sorted((run_dir / "retries").glob("*/retry.json"))]
+    assert f"{task}-1" in {p.parent.name for p in (run_dir / "retries").glob("*/retry.json")}
+    assert {note["failure_classification"] for note in notes} == {"interrupted"}, notes
+    final = orjson.loads((run_dir / "tasks" / task / "result.json").read_bytes())
+    assert (final["attempt"], final["status"]) == (2, "completed")
+    assert summarize(run_dir)["valid"] == 2
+    assert run_handles(run_id) == []
+
+
 def test_killed_queue_restarts_and_adopts_cluster_attempts(ray_panel):
     tasks = ["k0", "k1", "k2"]
     panel = ray_panel(tasks, phases={"boot": (0.2, 0.3), "agent": (6.0, 7.0)}, max_active_tasks=5)
