@@ -3,9 +3,10 @@ under the run's agent on that node (ray_node.NodeAgent), its results brought hom
 as the local executor's (merge.py).
 
 - Launch: placement.json is written first, then the placement group named by the attempt id is created with
-  one slot resource (Ray spreads single-slot groups over the nodes and their per-node caps). The queue launches
-  no more attempts than the live nodes advertise slots, so every group is placed at once. Once Ray has placed
-  it, the head asks the node's agent (one warm process per run and node) to start the attempt.
+  one slot resource (Ray places each on a node with a free slot, alternating between nodes, so boots spread
+  over the nodes and their per-node caps). The queue launches no more attempts than the live nodes advertise
+  slots, so every group is placed at once. Once Ray has placed it, the head asks the node's agent (one warm
+  process per run and node) to start the attempt.
 - Progress: one long-polled `status` call per attempt at a time; its phase is mirrored to progress.json.
 - Finish: collect, merge, discard the node's copy, remove the placement group (freeing the slot).
 - Per-task secrets: the run's scope key goes to every node with each start call, or through the shared
