@@ -1,7 +1,8 @@
 """Scheduling overhead per attempt, ray executor vs local, with the stand-in runner (no guests, no model).
 
 Both run the same panel of ATTEMPTS stand-in attempts (one phase sleeping RUNNER_SEC) on SLOTS slots: local on
-this host, ray on a local cluster (a head without slots and two nodes with 3 + 2 slots, on loopback). Per
+this host, ray on a local cluster (a head without slots and two nodes with 3 + 2 slots, on loopback, without
+per-phase caps: both panels run SLOTS attempts at once, so their wall times differ by scheduling alone). Per
 attempt, from the queue's own events (logs/queue.jsonl) and the stand-in's: start latency (the queue's launch to
 the runner's first line), finish latency (the runner's last line to the queue seeing the result in place: for
 ray that includes collecting, merging and freeing the slot), and the head's CPU time. The ratio is ray over
@@ -23,10 +24,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from hcu import REPO_ROOT  # noqa: E402
 from hcu.osworld.queue.config import parse_config  # noqa: E402
 from hcu.osworld.queue.panel import run_queue  # noqa: E402
-from tests.queue.ray_cluster import start_cluster  # noqa: E402
+from tests.queue.ray_cluster import SESSION_NODES, start_cluster  # noqa: E402
 
 ATTEMPTS, SLOTS, RUNNER_SEC = 30, 5, 1.0
 STANDIN = REPO_ROOT / "tests" / "queue" / "standin_runner.py"
+UNCAPPED_NODES = {name: {"slots": spec["slots"], "caps": {}} for name, spec in SESSION_NODES.items()}
+"""The session's nodes and slots without their phase caps (which would leave the ray panel 3 agents at once)."""
 
 
 def panel(root: Path, name: str, **keys: object) -> tuple[object, list[str]]:
@@ -55,7 +58,7 @@ def measure(root: Path, name: str, **keys: object) -> dict[str, float]:
 
 
 def main() -> int:
-    cluster = start_cluster()
+    cluster = start_cluster(UNCAPPED_NODES)
     try:
         with tempfile.TemporaryDirectory(prefix="hcu-bench-ray-") as tmp:
             root = Path(tmp)

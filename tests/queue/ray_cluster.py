@@ -75,7 +75,8 @@ class TestCluster:
         self.cluster.remove_node(self.nodes.pop(name), allow_graceful=False)
 
 
-def start_cluster() -> TestCluster:
+def start_cluster(nodes: dict[str, dict[str, Any]] | None = None) -> TestCluster:
+    """`nodes`: name -> {"slots", "caps"} of the worker nodes (by default the session's)."""
     ray_environment()
     _, cluster_utils = import_ray()
     temp_dir = tempfile.mkdtemp(prefix="hcu-ray-", dir="/tmp")  # short: Ray's socket paths must fit 107 bytes
@@ -86,6 +87,6 @@ def start_cluster() -> TestCluster:
     cluster = cluster_utils.Cluster(initialize_head=True, head_node_args={
         "num_cpus": 0, "node_ip_address": LOOPBACK, "include_dashboard": False, "temp_dir": temp_dir})
     test_cluster = TestCluster(cluster)
-    for name, spec in SESSION_NODES.items():
+    for name, spec in (SESSION_NODES if nodes is None else nodes).items():
         test_cluster.add_node(name, spec["slots"], caps=spec["caps"])
     return test_cluster

@@ -24,9 +24,12 @@ PHASES = {"boot": (0.3, 0.6), "setup": (0.1, 0.3), "probe": (0.05, 0.1), "agent"
 GROUP_CAPS = {"boot_setup": "hcu/boot-setup-cap", "agent": "hcu/agent-cap", "evaluate": "hcu/evaluate-cap"}
 
 
-def run_actors(run_id: str) -> list[str]:
-    return [entry["name"] for entry in ray.util.list_named_actors(all_namespaces=True)
-            if run_id in entry["name"]]
+def run_handles(run_id: str) -> list[str]:
+    """The names of the run's node agents and of its attempts' slot reservations that Ray still holds."""
+    agents = [entry["name"] for entry in ray.util.list_named_actors(all_namespaces=True) if run_id in entry["name"]]
+    groups = [entry["name"] for entry in ray.util.placement_group_table().values()
+              if run_id in entry["name"] and entry["state"] != "REMOVED"]
+    return agents + groups
 
 
 def secret_checks(panel, within: Path | None = None) -> list[dict]:
@@ -78,7 +81,7 @@ def test_caps_held_per_node_and_results_come_home(ray_panel, sleep_image, contai
     assert "All tasks final" in (run_dir / "QUEUE_STATUS.md").read_text()
     summary = summarize(run_dir)
     assert (summary["score"], summary["coverage"], summary["attempts"]) == (1.0, 1.0, len(tasks))
-    assert run_actors(run_id) == [], "attempt actors and node agents are gone"
+    assert run_handles(run_id) == [], "attempt slots and node agents are gone"
     assert containers_of(run_id) == []
     secret_checks(panel)
 
@@ -139,7 +142,28 @@ def test_node_lost_mid_attempt_reruns_elsewhere(ray_panel, loss_nodes, sleep_ima
     done = next(e for e in panel.queue_events() if e["event"] == "done")
     assert f"{run_id}/{lost_task}/1" in done["leftovers_removed"], "the lost attempt's container was swept"
     assert containers_of(run_id) == []
-    assert run_actors(run_id) == []
+    assert run_handles(run_id) == []
+
+
+def test_a_node_agent_dying_on_a_live_node_interrupts_its_attempts(ray_panel):
+    """The agent that runs a node's attempts dies while the node lives: its attempts are `interrupted` (not
+    node_lost), run again, and the next one placed there gets a new agent."""
+    panel = ray_panel(["i0", "i1"], phases={"boot": (0.1, 0.2), "agent": (6.0, 7.0)}, max_active_tasks=2)
+    queue = panel.start()
+    run_dir, run_id = panel.run_dir, panel.config.run_id
+    wait_for(lambda: in_agent_on_a_node(run_dir) is not None, 90, "an attempt in its agent phase")
+    task, _ = in_agent_on_a_node(run_dir)
+    node_id = orjson.loads((run_dir / "tasks" / task / "placement.json").read_bytes())["ray_node_id"]
+    ray.kill(ray.get_actor(f"node:{run_id}/{node_id}", namespace="hcu"))
+    assert queue.wait(timeout=180) == 0, queue.stderr.read().decode()
+
+    notes = [orjson.loads(p.read_bytes()) for p in sorted((run_dir / "retries").glob("*/retry.json"))]
+    assert f"{task}-1" in {p.parent.name for p in (run_dir / "retries").glob("*/retry.json")}
+    assert {note["failure_classification"] for note in notes} == {"interrupted"}, notes
+    final = orjson.loads((run_dir / "tasks" / task / "result.json").read_bytes())
+    assert (final["attempt"], final["status"]) == (2, "completed")
+    assert summarize(run_dir)["valid"] == 2
+    assert run_handles(run_id) == []
 
 
 def test_killed_queue_restarts_and_adopts_cluster_attempts(ray_panel):
@@ -155,7 +179,7 @@ def test_killed_queue_restarts_and_adopts_cluster_attempts(ray_panel):
     wait_for(placed, 90, "every attempt on a node")
     queue.kill()
     queue.wait(timeout=20)
-    names = set(run_actors(panel.config.run_id))
+    names = set(run_handles(panel.config.run_id))
     assert {f"attempt:{panel.config.run_id}/{task}/1" for task in tasks} <= names, "attempts died with the queue"
     assert not any((panel.run_dir / "tasks" / task / "result.json").exists() for task in tasks)
 
@@ -221,7 +245,7 @@ def test_a_configuration_failure_stops_launches_on_ray(ray_panel):
     retry = panel.run_dir / "retries" / "c0-1"
     assert orjson.loads((retry / "retry.json").read_bytes())["failure_classification"] == "configuration"
     assert (retry / "placement.json").exists() and (retry / "result.json").exists(), "the node's result came home"
-    assert run_actors(panel.config.run_id) == [], "attempt actors and node agents are gone"
+    assert run_handles(panel.config.run_id) == [], "attempt slots and node agents are gone"
     assert panel.run() == dict.fromkeys(tasks, "finished")
     assert sorted((e["task_id"], e["attempt"]) for e in panel.events() if e["event"] == "start") == [
         ("c0", 1), ("c0", 2), ("c1", 1), ("c2", 1)]
@@ -245,4 +269,4 @@ def test_repeats_on_ray_come_home_under_their_own_names(ray_panel, sleep_image, 
         assert f"=== attempt {attempt} launched" in (run_dir / "logs" / f"{key}.log").read_text()
     assert orjson.loads((run_dir / "retries" / "q1.r2-1" / "retry.json").read_bytes())["repeat"] == 2
     assert summarize(run_dir)["repeats"] == 2
-    assert run_actors(run_id) == [] and containers_of(run_id) == []
+    assert run_handles(run_id) == [] and containers_of(run_id) == []

@@ -2,7 +2,7 @@
 protocol (executor.py), never this, so nothing imports back.
 
 - `local` (the default, local_executor.py): runner processes on this host's Docker engine.
-- `ray` (ray_executor.py): each attempt a detached Ray actor on a node advertising guest slots; imported only
+- `ray` (ray_executor.py): each attempt a guest slot on a Ray node, run by the run's agent there; imported only
   when a config asks for it, so the local path never imports Ray.
 """
 

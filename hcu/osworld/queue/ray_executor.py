@@ -1,23 +1,26 @@
-"""The ray executor: each attempt a detached Ray actor (ray_node.AttemptRunner) on a node advertising guest
-slots, its results brought home into the same run directory as the local executor's (merge.py).
+"""The ray executor: each attempt holds a guest slot on a node through a detached placement group and runs
+under the run's agent on that node (ray_node.NodeAgent), its results brought home into the same run directory
+as the local executor's (merge.py).
 
-- Launch: placement.json is written first, then the actor named by the attempt id is created with one slot
-  resource and the SPREAD strategy (boots spread over nodes and their per-node caps). The queue launches no
-  more attempts than the live nodes advertise slots, so every actor is placed at once.
+- Launch: placement.json is written first, then the placement group named by the attempt id is created with
+  one slot resource (Ray places each on a node with a free slot, alternating between nodes, so boots spread
+  over the nodes and their per-node caps). The queue launches no more attempts than the live nodes advertise
+  slots, so every group is placed at once. Once Ray has placed it, the head asks the node's agent (one warm
+  process per run and node) to start the attempt.
 - Progress: one long-polled `status` call per attempt at a time; its phase is mirrored to progress.json.
-- Finish: collect, merge, discard the node's copy, kill the actor (freeing the slot).
+- Finish: collect, merge, discard the node's copy, remove the placement group (freeing the slot).
 - Per-task secrets: the run's scope key goes to every node with each start call, or through the shared
   directory (node_key.py); each node's gateway and runners use it, so no launch gate is needed on the head.
-- Faults: an actor that dies on a node Ray declared dead is `node_lost` (infrastructure, retried elsewhere);
-  one that dies on a live node is `interrupted`. A restarted queue finds live attempts by name and adopts
-  them; an actor whose attempt is no longer the task's current one is killed, and every live node's agent
-  removes containers whose attempt is gone. A dead node's own containers die with it (or see README).
+- Faults: an attempt whose agent died with a node Ray declared dead is `node_lost` (infrastructure, retried
+  elsewhere); one whose runner or agent died on a live node is `interrupted`. A restarted queue finds live
+  attempts by name and adopts them; an attempt that is no longer the task's current one is ended, and every
+  live node's agent removes containers whose attempt is gone. A dead node's own containers die with it (or see
+  docs/ray.md).
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 import socket
 import time
@@ -29,6 +32,13 @@ from typing import Any
 import ray
 from ray.exceptions import ActorUnavailableError, GetTimeoutError, RayActorError, RayError
 from ray.util import list_named_actors
+from ray.util.placement_group import (
+    PlacementGroup,
+    get_placement_group,
+    placement_group,
+    placement_group_table,
+    remove_placement_group,
+)
 
 from hcu.gateway.scope_secret import ScopeKeyError
 from hcu.osworld.attempt.identity import AttemptId
@@ -41,7 +51,7 @@ from hcu.osworld.queue.manifest import NodeInfo
 from hcu.osworld.queue.merge import append_log, append_rows, merged_scopes, unpack_into
 from hcu.osworld.queue.node_gateway import NodeGatewayError
 from hcu.osworld.queue.node_key import remove_key, ship_key
-from hcu.osworld.queue.ray_node import AttemptRunner, attempt_actor_name, node_agent, run_root
+from hcu.osworld.queue.ray_node import AttemptGone, attempt_name, node_agent, node_agent_name, run_root
 from hcu.osworld.queue.state import Placement, TaskView
 from hcu.osworld.queue.status import ActiveAttempt
 from hcu.record_io import write_json, write_record
@@ -51,11 +61,8 @@ STATUS_WAIT_SEC = 5.0
 CALL_TIMEOUT_SEC = 120.0
 CONNECT_TIMEOUT_SEC = 5.0
 NODES_REFRESH_SEC = 2.0
-
-
-@functools.cache
-def _actor_class(cls: type) -> Any:
-    return ray.remote(cls)
+PLACE_WAIT_SEC = 0.5
+"""How long a launch waits for Ray to place its slot before leaving that to the next poll."""
 
 
 def gcs_unreachable(address: str) -> str | None:
@@ -73,16 +80,20 @@ def gcs_unreachable(address: str) -> str | None:
 
 @dataclass
 class _Remote:
-    """The head's handle on one attempt actor."""
+    """The head's handle on one attempt: its slot reservation and, once placed, its node's agent."""
 
-    actor: Any
+    group: PlacementGroup
     placement: Placement
     task_dir: Path
+    agent: Any = None
+    """The agent of the node the group is placed on (None until Ray has placed it)."""
+    start_args: tuple[Any, ...] | None = None
+    """What the agent starts the attempt with (None: an adopted attempt that ran already; it only reports)."""
     start_ref: Any = None
     status_ref: Any = None
     exit_code: int | None = None
     ended: Lost | None = None
-    """Set when the actor died or could not start the runner (the classification is decided at settle)."""
+    """Set when the agent died or could not start the runner (the classification is decided at settle)."""
     progress: dict[str, Any] = field(default_factory=dict)
 
 
@@ -105,6 +116,8 @@ class RayExecutor:
             raise QueueRefused(f"ray.address: cannot join the Ray cluster at {self.settings.address} "
                                f"({type(exc).__name__})") from None
         self.remotes: dict[str, _Remote] = {}
+        self.agents: dict[str, Any] = {}
+        """The run's agent per Ray node id, as this head has asked for it."""
         self.known: dict[str, NodeInfo] = {}
         self.merged = merged_scopes(config.token_log) if config.node_gateways else set()
         self._nodes: list[dict[str, Any]] = []
@@ -146,18 +159,21 @@ class RayExecutor:
 
     def launch(self, task: TaskSpec, attempt: AttemptId, task_dir: Path) -> ActiveAttempt:
         placement = Placement(attempt_id=str(attempt), task_id=task.id, repeat=attempt.repeat,
-                              attempt=attempt.attempt, actor_name=attempt_actor_name(attempt),
+                              attempt=attempt.attempt, actor_name=attempt_name(attempt),
                               namespace=self.settings.namespace, launched_at=time.time())
-        write_record(task_dir / "placement.json", placement)  # before the actor: a restart finds it by name
-        config_json = self.config.model_copy(update={"tasks": [task]}).model_dump_json()
-        actor = _actor_class(AttemptRunner).options(
-            name=placement.actor_name, namespace=self.settings.namespace, lifetime="detached", num_cpus=0,
-            resources={self.settings.slot_resource: 1}, max_restarts=0, max_task_retries=0,
-            scheduling_strategy="SPREAD",
-        ).remote(config_json, task.id, attempt.attempt, self.runner, attempt.repeat)
-        self.remotes[attempt.task_key] = _Remote(actor, placement, task_dir, start_ref=actor.start.remote(self.key))
+        write_record(task_dir / "placement.json", placement)  # before the group: a restart finds it by name
+        group = placement_group([{self.settings.slot_resource: 1}], name=placement.actor_name, lifetime="detached")
+        remote = _Remote(group, placement, task_dir, start_args=self._start_args(task, attempt))
+        self.remotes[attempt.task_key] = remote
+        with contextlib.suppress(RayError):  # placed at once when a slot is free; else at a later poll
+            if group.wait(timeout_seconds=PLACE_WAIT_SEC):
+                self._place(remote)
         return ActiveAttempt(task.id, attempt.attempt, 0, placement.launched_at, False, task_dir, None,
                              attempt.repeat)
+
+    def _start_args(self, task: TaskSpec, attempt: AttemptId) -> tuple[Any, ...]:
+        config_json = self.config.model_copy(update={"tasks": [task]}).model_dump_json()
+        return (attempt_name(attempt), config_json, task.id, attempt.attempt, self.runner, attempt.repeat)
 
     def adopt(self, view: TaskView) -> ActiveAttempt | Lost:
         task_dir = self.config.run_dir / "tasks" / view.key
@@ -166,28 +182,65 @@ class RayExecutor:
                                "the config that started it")
         placement = view.placement
         try:
-            actor = ray.get_actor(placement.actor_name, namespace=placement.namespace)
+            group = get_placement_group(placement.actor_name)
         except ValueError:
-            return self._lost(placement, "its actor is gone")
-        self.remotes[view.key] = _Remote(actor, placement, task_dir, start_ref=actor.start.remote(self.key))
+            return self._lost(placement, "its slot reservation is gone")
+        remote = _Remote(group, placement, task_dir)
+        if placement.ray_node_id is None:  # perhaps never started: start it (once) where Ray placed it
+            task = next(task for task in self.config.tasks if task.id == view.task_id)
+            remote.start_args = self._start_args(task, AttemptId(run_id=str(self.config.run_id), task_id=view.task_id,
+                                                                 attempt=view.attempt, repeat=view.repeat))
+        else:
+            try:
+                remote.agent = ray.get_actor(node_agent_name(str(self.config.run_id), placement.ray_node_id),
+                                             namespace=self.settings.namespace)
+            except ValueError:
+                return self._lost(placement, "its node's agent is gone")
+            remote.start_ref = remote.agent.placed.remote(placement.actor_name)
+        self.remotes[view.key] = remote
         return ActiveAttempt(view.task_id, view.attempt, placement.runner_pid or 0, placement.launched_at, True,
                              task_dir, placement.node, view.repeat)
 
+    def _agent(self, ray_node_id: str) -> Any:
+        """The run's agent on that node (created there by the first call)."""
+        if ray_node_id not in self.agents:
+            slots = next((n["Resources"].get(self.settings.slot_resource, 0) for n in self._cluster_nodes()
+                          if n["NodeID"] == ray_node_id), 0)
+            self.agents[ray_node_id] = node_agent(self.config, ray_node_id, slots)
+        return self.agents[ray_node_id]
+
+    def _place(self, remote: _Remote) -> None:
+        """Once Ray has placed the attempt's slot: ask that node's agent to start it (or, adopted, to report)."""
+        entry = placement_group_table(remote.group)
+        if entry.get("state") == "REMOVED":
+            remote.ended = Lost("", "its slot reservation was removed")
+        elif entry.get("state") == "CREATED":
+            remote.agent = self._agent(entry["bundles_to_node_id"][0])
+            remote.start_ref = self._start_call(remote)
+
+    def _start_call(self, remote: _Remote) -> Any:
+        if remote.start_args is None:
+            return remote.agent.placed.remote(remote.placement.actor_name)
+        return remote.agent.start.remote(*remote.start_args, self.key)
+
     def stopped(self, active: Iterable[ActiveAttempt]) -> list[str]:
         by_ref: dict[Any, tuple[ActiveAttempt, _Remote]] = {}
+        done = []
         for attempt in active:
             remote = self.remotes[attempt.key]
-            if remote.start_ref is None and remote.status_ref is None:
-                remote.status_ref = remote.actor.status.remote(STATUS_WAIT_SEC)
-            by_ref[remote.start_ref or remote.status_ref] = (attempt, remote)
-        if not by_ref:
-            return []
-        ready, _ = ray.wait(list(by_ref), num_returns=len(by_ref), timeout=0)
-        done = []
-        for ref in ready:
-            attempt, remote = by_ref[ref]
-            if self._answered(ref, attempt, remote):
+            if remote.agent is None and remote.ended is None:
+                self._place(remote)
+            if remote.ended is not None:
                 done.append(attempt.key)
+                continue
+            if remote.agent is None:
+                continue
+            if remote.start_ref is None and remote.status_ref is None:
+                remote.status_ref = remote.agent.status.remote(remote.placement.actor_name, STATUS_WAIT_SEC)
+            by_ref[remote.start_ref or remote.status_ref] = (attempt, remote)
+        if by_ref:
+            ready, _ = ray.wait(list(by_ref), num_returns=len(by_ref), timeout=0)
+            done += [by_ref[ref][0].key for ref in ready if self._answered(ref, *by_ref[ref])]
         return done
 
     def _answered(self, ref: Any, attempt: ActiveAttempt, remote: _Remote) -> bool:
@@ -196,7 +249,7 @@ class RayExecutor:
             answer = ray.get(ref, timeout=CALL_TIMEOUT_SEC)
         except ActorUnavailableError:  # unreachable for now; Ray decides later whether its node is dead
             if ref is remote.start_ref:
-                remote.start_ref = remote.actor.start.remote(self.key)
+                remote.start_ref = self._start_call(remote)
             else:
                 remote.status_ref = None
             return False
@@ -206,12 +259,16 @@ class RayExecutor:
         except ConfigurationError as exc:  # start() on a node that cannot run the guest (host.check_host)
             remote.ended = Lost("configuration", str(exc.cause if hasattr(exc, "cause") else exc))
             return True
+        except AttemptGone:
+            remote.ended = Lost("", "its node's agent does not run it (the agent was started again)")
+            return True
         except RayActorError as exc:
+            self.agents = {node: agent for node, agent in self.agents.items() if agent is not remote.agent}
             drained = Lost("node_lost", f"node {remote.placement.node} was drained mid-attempt")
-            remote.ended = drained if exc.preempted else Lost("", f"its actor died ({type(exc).__name__})")
+            remote.ended = drained if exc.preempted else Lost("", f"its node's agent died ({type(exc).__name__})")
             return True
         except RayError as exc:
-            remote.ended = Lost("", f"its actor failed ({type(exc).__name__})")
+            remote.ended = Lost("", f"its node's agent failed ({type(exc).__name__})")
             return True
         if ref is remote.start_ref:
             remote.start_ref = None
@@ -234,14 +291,16 @@ class RayExecutor:
 
     def settle(self, active: ActiveAttempt) -> Lost | None:
         remote = self.remotes.pop(active.key)
+        name = remote.placement.actor_name
         if remote.ended is not None:
-            self._kill(remote.actor)
+            self._end(remote)
             if remote.ended.classification:
                 return remote.ended
             return self._lost(remote.placement, remote.ended.reason)
         try:
-            payload = ray.get(remote.actor.collect.remote(), timeout=CALL_TIMEOUT_SEC)
-        except (RayActorError, GetTimeoutError) as exc:
+            payload = ray.get(remote.agent.collect.remote(name), timeout=CALL_TIMEOUT_SEC)
+        except (RayActorError, GetTimeoutError, AttemptGone) as exc:
+            self._end(remote)
             return self._lost(remote.placement, f"collecting its results failed ({type(exc).__name__})")
         attempt_id = AttemptId(run_id=str(self.config.run_id), task_id=active.task_id, attempt=active.attempt,
                                repeat=active.repeat)
@@ -249,7 +308,9 @@ class RayExecutor:
             append_rows(self.config.token_log, payload["token_rows"], attempt_id.gateway_scope, self.merged)
         append_log(self.config.run_dir / "logs" / f"{active.key}.log", payload["log"])
         unpack_into(remote.task_dir, payload["files"], Path(payload["path"]) if payload["path"] else None)
-        self._retire(remote.actor)
+        with contextlib.suppress(RayError):  # the copy is only a copy; the slot is freed below either way
+            ray.get(remote.agent.discard.remote(name), timeout=CALL_TIMEOUT_SEC)
+        self._release(remote.group)
         return None
 
     def _lost(self, placement: Placement, why: str) -> Lost:
@@ -258,11 +319,17 @@ class RayExecutor:
         where = f"on node {placement.node}" if placement.node else "before it reached a node"
         return Lost("interrupted", f"the attempt ended without a result {where}; {why}")
 
-    def _retire(self, actor: Any) -> None:
-        """Drop the node's copy and free the slot."""
-        with contextlib.suppress(RayError):  # the copy is only a copy; the slot is freed below either way
-            ray.get(actor.discard.remote(), timeout=CALL_TIMEOUT_SEC)
-        self._kill(actor)
+    def _end(self, remote: _Remote) -> None:
+        """Give the attempt up: its runner stops (if its agent is still there) and its slot is freed."""
+        if remote.agent is not None:
+            with contextlib.suppress(RayError):  # an agent that is gone took its runners with it
+                remote.agent.end.remote(remote.placement.actor_name)
+        self._release(remote.group)
+
+    @staticmethod
+    def _release(group: PlacementGroup) -> None:
+        with contextlib.suppress(RayError, ValueError):  # already removed
+            remove_placement_group(group)
 
     @staticmethod
     def _kill(actor: Any) -> None:
@@ -274,23 +341,26 @@ class RayExecutor:
     def remove_leftovers(self, attempt: AttemptId, node: str | None) -> None:
         info = self.known.get(node) if node else None
         if info is None or info.ray_node_id is None or not self._node_alive(info.ray_node_id):
-            return  # a lost node's containers went with it (README: clean a node before it rejoins)
-        node_agent(self.config, info.ray_node_id).cleanup.remote(attempt.task_id, attempt.attempt, attempt.repeat)
+            return  # a lost node's containers went with it (docs/ray.md: clean a node before it rejoins)
+        self._agent(info.ray_node_id).cleanup.remote(attempt.task_id, attempt.attempt, attempt.repeat)
 
     def _run_actors(self, prefix: str) -> list[str]:
         return [entry["name"] for entry in list_named_actors(all_namespaces=True)
                 if entry["namespace"] == self.settings.namespace and entry["name"].startswith(prefix)]
 
+    def _run_groups(self) -> list[str]:
+        """The names of this run's attempts that still hold a slot."""
+        prefix = f"attempt:{self.config.run_id}/"
+        return [entry["name"] for entry in placement_group_table().values()
+                if entry["name"].startswith(prefix) and entry["state"] != "REMOVED"]
+
     def sweep(self, live: set[AttemptId]) -> list[AttemptId]:
         run_id = str(self.config.run_id)
-        keep = {attempt_actor_name(attempt) for attempt in live}
-        for name in set(self._run_actors(f"attempt:{run_id}/")) - keep:  # no longer any task's current attempt
-            try:
-                self._retire(ray.get_actor(name, namespace=self.settings.namespace))
-            except ValueError:
-                continue
-        refs = [node_agent(self.config, node["NodeID"]).sweep.remote(sorted(keep))
-                for node in self._live_slot_nodes()]
+        keep = {attempt_name(attempt) for attempt in live}
+        for name in set(self._run_groups()) - keep:  # no longer any task's current attempt: its slot goes
+            with contextlib.suppress(ValueError):
+                self._release(get_placement_group(name))
+        refs = [self._agent(node["NodeID"]).sweep.remote(sorted(keep)) for node in self._live_slot_nodes()]
         removed: set[AttemptId] = set()
         for ref in refs:
             try:
@@ -309,6 +379,7 @@ class RayExecutor:
                 except (ValueError, RayError):
                     continue
                 self._kill(agent)
+            self.agents.clear()
             if self.shared_root is not None:
                 remove_key(self.shared_root)
         if self.owns_connection:

@@ -1,16 +1,19 @@
-"""What runs on a Ray node: one `AttemptRunner` actor per attempt and one `NodeAgent` actor per run and node.
+"""What runs on a Ray node: one `NodeAgent` actor per run and node, running that node's attempts.
 
-`AttemptRunner` holds one guest slot (the node's `slot_resource`) for the life of the attempt. It starts the
-runner (run_task, or the stand-in the tests give) through the keeper with the node's gateway, the run's scope
-key file on this node, a node-local result directory and the node's phase caps, then answers the head: status
-(a long poll), collect (the files, the log and the token rows), discard. `NodeAgent` owns what an attempt must
-not: the run's scope key and gateway on this node and the removal of containers whose attempt is gone.
+Each attempt holds one guest slot (the node's `slot_resource`) through a detached placement group named for it
+(`attempt:<run>/<task>/<n>`), which the head creates and Ray places; the head then asks the run's agent on that
+node to start it. The agent (`node:<run>/<node id>`, detached, threaded) starts the runner (run_task, or the
+stand-in the tests give) through the keeper with the node's gateway, the run's scope key file on this node, a
+node-local result directory and the node's phase caps, then answers the head per attempt: status (a long poll),
+collect (the files, the log and the token rows), discard, end. It also owns what an attempt must not: the run's
+scope key and gateway on this node and the removal of containers whose attempt is gone. One warm process per
+node serves every attempt there, so an attempt costs no Ray worker start; what is per node (the host check, the
+node's description) is worked out once.
 
-Both are detached and named (`attempt:<run>/<task>/<n>`, `node:<run>/<node id>`), so they outlive a killed
-queue and a new one finds them. Both exit when their raylet dies: a worker blocked in a call never notices,
-so a watchdog thread checks the parent, and the keeper's parent-death signal then stops the runner
-gracefully. Plain classes here; the head makes them Ray actors (`ray.remote`), so this module imports Ray only
-inside methods that run on a node.
+Both the slot reservations and the agent outlive a killed queue, and a new one finds them by name. The agent
+exits when its raylet dies: a worker blocked in a call never notices, so a watchdog thread checks the parent,
+and the keepers' parent-death signal then stops the runners gracefully. Plain classes here; the head makes the
+agent a Ray actor (`ray.remote`), so this module imports Ray only inside functions that run on a node.
 """
 
 from __future__ import annotations
@@ -43,10 +46,12 @@ from hcu.osworld.queue.node_key import ShippedKey, node_key_file, remove_key
 NODE_LABEL = "hcu/node"
 """A node's name in manifests and status (`ray start --labels hcu/node=gpu-host-07`)."""
 WATCHDOG_SEC = 1.0
-GATEWAY_TIMEOUT_SEC = 90.0
+AGENT_SPARE_THREADS = 8
+"""Calls a node agent serves beside its attempts' long polls (start, collect, sweep, cleanup, stop)."""
 
 
-def attempt_actor_name(attempt: AttemptId) -> str:
+def attempt_name(attempt: AttemptId) -> str:
+    """The name of the attempt's slot reservation (a detached placement group) and of its runner on the node."""
     return f"attempt:{attempt}"
 
 
@@ -86,8 +91,9 @@ def this_node(slot_resource: str) -> tuple[str, NodeInfo]:
                              slots=node.get("Resources", {}).get(slot_resource), caps=caps.model_dump())
 
 
-def node_agent(config: RunConfig, ray_node_id: str) -> Any:
-    """The run's agent on a node, created there if it is not yet (by whichever asks first)."""
+def node_agent(config: RunConfig, ray_node_id: str, slots: float = 0) -> Any:
+    """The run's agent on a node, created there if it is not yet (by whichever asks first). `slots`: the
+    node's guest slots, so that every attempt there can hold a long poll at once (each call holds a thread)."""
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -95,51 +101,46 @@ def node_agent(config: RunConfig, ray_node_id: str) -> Any:
     return ray.remote(NodeAgent).options(
         name=node_agent_name(str(config.run_id), ray_node_id), namespace=config.ray.namespace,
         lifetime="detached", get_if_exists=True, num_cpus=0, max_restarts=0,
+        max_concurrency=int(slots) + AGENT_SPARE_THREADS,
         scheduling_strategy=NodeAffinitySchedulingStrategy(ray_node_id, soft=False),
     ).remote(config.model_dump_json())
 
 
-class AttemptRunner:
-    """One attempt on this node (a detached actor holding one guest slot)."""
+class AttemptGone(LookupError):
+    """The node's agent runs no attempt of that name (it never started there, or a restarted agent lost it)."""
 
-    def __init__(self, config_json: str, task_id: str, attempt: int, runner: list[str] | None,
-                 repeat: int = 1) -> None:
-        exit_with_raylet()
-        self.config = RunConfig.model_validate_json(config_json)
-        self.task = next(task for task in self.config.tasks if task.id == task_id)
-        self.id = AttemptId(run_id=str(self.config.run_id), task_id=task_id, attempt=attempt, repeat=repeat)
+
+class AttemptRunner:
+    """One attempt on this node: its runner (under the keeper), its node-side result directory and log."""
+
+    def __init__(self, config: RunConfig, node_id: str, node: NodeInfo, task_id: str, attempt: int,
+                 runner: list[str] | None, repeat: int) -> None:
+        self.config, self.node_id, self.node = config, node_id, node
+        self.task = next(task for task in config.tasks if task.id == task_id)
+        self.id = AttemptId(run_id=str(config.run_id), task_id=task_id, attempt=attempt, repeat=repeat)
         self.runner = runner or [sys.executable, "-m", "hcu.osworld.run_task"]
-        attempts = run_root(self.config) / "attempts"
+        attempts = run_root(config) / "attempts"
         self.result_dir = attempts / f"{self.id.task_key}-{attempt}"
         self.log_path = attempts / f"{self.id.task_key}-{attempt}.log"
         self.keeper: subprocess.Popen[bytes] | None = None
-        self.node: NodeInfo | None = None
         self.token_log: Path | None = None
 
-    def start(self, key: ShippedKey | None) -> dict[str, Any]:
-        """Start the runner (once; a second call, from a queue that adopted this attempt, only reports).
-        `key`: the run's scope key when it travels through Ray (node_key.py)."""
-        if self.keeper is None:
-            import ray
+    def start(self, gateway: str | None, token_log: str | None, key_file: str | None) -> None:
+        """Start the runner with this node's gateway, token log and copy of the scope key."""
+        self.token_log = Path(token_log) if token_log else None
+        settings = self.config.model_copy(update={
+            "gateway": gateway, "token_log": self.token_log, "scope_key_file": Path(key_file) if key_file else None})
+        argv = self.runner + runner_args(settings, self.task, self.id.attempt, self.result_dir, repeat=self.id.repeat)
+        lock_dir = state_dir() / "admission" / self.node_id
+        env = {**without_upstream_credentials(self.config, dict(os.environ)),
+               **AdmissionSettings(lock_dir=lock_dir, caps=NodeCaps(**self.node.caps)).env()}
+        self.result_dir.mkdir(parents=True, exist_ok=True)
+        # the parent-death signal follows the thread that forks: the actor's call threads live as long as it does
+        self.keeper = spawn([sys.executable, "-m", "hcu.osworld.queue.keeper", "--", *argv], self.log_path,
+                            self.id.attempt, env=env, preexec_fn=die_with_parent())
 
-            assert self.config.ray is not None
-            check_host(self.config)  # this node can run the config's guests (the head maps a refusal)
-            node_id, self.node = this_node(self.config.ray.slot_resource)
-            agent = node_agent(self.config, node_id)
-            gateway, token_log, key_file = ray.get(agent.gateway.remote(key), timeout=GATEWAY_TIMEOUT_SEC)
-            self.token_log = Path(token_log) if token_log else None
-            settings = self.config.model_copy(update={
-                "gateway": gateway, "token_log": self.token_log,
-                "scope_key_file": Path(key_file) if key_file else None})
-            argv = self.runner + runner_args(settings, self.task, self.id.attempt, self.result_dir,
-                                             repeat=self.id.repeat)
-            lock_dir = state_dir() / "admission" / node_id
-            env = {**without_upstream_credentials(self.config, dict(os.environ)),
-                   **AdmissionSettings(lock_dir=lock_dir, caps=NodeCaps(**self.node.caps)).env()}
-            self.result_dir.mkdir(parents=True, exist_ok=True)
-            self.keeper = spawn([sys.executable, "-m", "hcu.osworld.queue.keeper", "--", *argv], self.log_path,
-                                self.id.attempt, env=env, preexec_fn=die_with_parent())
-        assert self.node is not None
+    def placed(self) -> dict[str, Any]:
+        assert self.keeper is not None
         return {"node": self.node.model_dump(mode="json"), "pid": self.keeper.pid}
 
     def status(self, wait_sec: float) -> dict[str, Any]:
@@ -169,21 +170,74 @@ class AttemptRunner:
         shutil.rmtree(self.result_dir, ignore_errors=True)
         self.log_path.unlink(missing_ok=True)
 
+    def end(self) -> None:
+        """Stop the runner gracefully (the keeper passes SIGTERM on: it records the attempt interrupted and
+        removes its guest)."""
+        if self.keeper is not None and self.keeper.poll() is None:
+            self.keeper.terminate()
+
 
 class NodeAgent:
-    """One run on this node: its gateway, and removal of containers whose attempt is gone."""
+    """One run on this node: its attempts' runners, its gateway, and removal of containers whose attempt is
+    gone. Threaded: each attempt's long poll holds one call thread."""
 
     def __init__(self, config_json: str) -> None:
         exit_with_raylet()
-        import ray
-
         self.config = RunConfig.model_validate_json(config_json)
-        self.ray_node_id = ray.get_runtime_context().get_node_id()
+        assert self.config.ray is not None
+        self.ray_node_id, self.node = this_node(self.config.ray.slot_resource)
         self.gateway_process = NodeGatewayProcess(self.config, run_root(self.config) / "nodes" / self.ray_node_id)
+        self.attempts: dict[str, AttemptRunner] = {}
+        self.host_checked = False
+        self.lock = threading.Lock()
+        """One start at a time: the gateway starts once, and an attempt's name is taken once."""
 
-    def gateway(self, key: ShippedKey | None) -> tuple[str | None, str | None, str | None]:
+    def start(self, name: str, config_json: str, task_id: str, attempt: int, runner: list[str] | None,
+              repeat: int, key: ShippedKey | None) -> dict[str, Any]:
+        """Start the attempt `name` (once; a second call, from a queue that adopted it, only reports) with the
+        run's config as the head has it now. `key`: the run's scope key when it travels through Ray
+        (node_key.py)."""
+        with self.lock:
+            if name not in self.attempts:
+                config = RunConfig.model_validate_json(config_json)
+                if not self.host_checked:  # this node can run the config's guests (the head maps a refusal)
+                    check_host(config)
+                    self.host_checked = True
+                gateway = self._gateway(key)
+                runner_of = AttemptRunner(config, self.ray_node_id, self.node, task_id, attempt, runner, repeat)
+                runner_of.start(*gateway)
+                self.attempts[name] = runner_of
+            return self.attempts[name].placed()
+
+    def _attempt(self, name: str) -> AttemptRunner:
+        try:
+            return self.attempts[name]
+        except KeyError:
+            raise AttemptGone(f"no attempt {name} runs on this node") from None
+
+    def placed(self, name: str) -> dict[str, Any]:
+        """Where and as which process the attempt runs (for a queue adopting it)."""
+        return self._attempt(name).placed()
+
+    def status(self, name: str, wait_sec: float) -> dict[str, Any]:
+        return self._attempt(name).status(wait_sec)
+
+    def collect(self, name: str) -> dict[str, Any]:
+        return self._attempt(name).collect()
+
+    def discard(self, name: str) -> None:
+        """The head has the attempt: its node-side copy goes."""
+        self.attempts.pop(name).discard()
+
+    def end(self, name: str) -> None:
+        """The head gave the attempt up (it is lost or no longer its task's current one): its runner stops."""
+        if (runner_of := self.attempts.pop(name, None)) is not None:
+            runner_of.end()
+
+    def _gateway(self, key: ShippedKey | None) -> tuple[str | None, str | None, str | None]:
         """(gateway URL, token log path, scope key file) for this node's runners: the node's own gateway when
-        the config asks for one, else the config's; the run's key written here first when it was shipped."""
+        the config asks for one (started again if it died), else the config's; the run's key written here
+        first when it was shipped."""
         key_file = node_key_file(run_root(self.config), key, secrets_on=self.config.scope_key_file is not None)
         if not self.config.node_gateways:
             token_log = self.config.token_log
@@ -192,11 +246,13 @@ class NodeAgent:
         return url, str(self.gateway_process.token_log), str(key_file) if key_file else None
 
     def sweep(self, live: list[str]) -> list[tuple[str, int, int]]:
-        """Remove this run's containers on this node's engine whose attempt is not in `live` (actor names);
-        returns (task id, repeat, attempt) of each."""
+        """Stop this node's runners, and remove this run's containers on this node's engine, whose attempt is
+        not in `live` (attempt names); returns (task id, repeat, attempt) of each container's attempt."""
+        for name in set(self.attempts) - set(live):
+            self.end(name)
         removed = []
         for attempt_id in sorted(run_attempts_with_containers(str(self.config.run_id)), key=str):
-            if attempt_actor_name(attempt_id) not in live:
+            if attempt_name(attempt_id) not in live:
                 cleanup_attempt(attempt_id)
                 removed.append((attempt_id.task_id, attempt_id.repeat, attempt_id.attempt))
         return removed

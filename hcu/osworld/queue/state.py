@@ -5,7 +5,7 @@ A repeat's current attempt lives in `tasks/<key>/` (the key is the task id for r
 repeat n >= 2: identity.repeat_key); earlier attempts that infrastructure cut short live in
 `retries/<key>-<n>/`. The runner writes `attempt.json` (an `AttemptLease`) before anything else; the
 lease names the process, so a new queue can tell a live attempt (adopt it) from a dead one (retry it). An
-attempt on a Ray node has `placement.json` instead, naming its detached actor; the executor tells.
+attempt on a Ray node has `placement.json` instead, naming its slot reservation there; the executor tells.
 """
 
 from __future__ import annotations
@@ -33,17 +33,18 @@ see."""
 
 
 class Placement(Record):
-    """placement.json in `tasks/<task-id>/`: an attempt the ray executor runs as a detached actor. Written
-    before the actor exists, so a restarted queue finds it by name; updated once its node is known."""
+    """placement.json in `tasks/<task-id>/`: an attempt the ray executor runs on a node. Written before its
+    slot is reserved, so a restarted queue finds it by name; updated once its node is known."""
 
     attempt_id: str
     task_id: str
     attempt: int
     actor_name: str
+    """The attempt's name in Ray: its slot reservation (a detached placement group) and its runner on the node."""
     namespace: str
     launched_at: float
     node: str | None = None
-    """The node's name (manifest.json's nodes); None until the actor started there."""
+    """The node's name (manifest.json's nodes); None until the attempt started there."""
     ray_node_id: str | None = None
     runner_pid: int | None = None
     """The runner's process on that node."""
