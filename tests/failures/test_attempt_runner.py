@@ -133,7 +133,8 @@ def test_an_alongside_phase_left_running_when_the_attempt_ends_is_recorded_once(
     state.release.set()
     assert failure is not None and failure.classification == "guest" and "setup lost" in failure.message
     assert statuses(log) == {"upload": "failed", "setup": "failed", "cleanup": "ok"}
-    assert "left running" in (next(p for p in log.phases if p.name == "upload").error or "")
+    upload = next(p for p in log.phases if p.name == "upload")
+    assert upload.error == "ConnectionError: setup lost the guest (while it ran alongside)", upload.error
 
 
 def test_the_deadline_of_an_alongside_phase_covers_its_wait_for_what_it_needs() -> None:

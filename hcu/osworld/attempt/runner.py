@@ -148,6 +148,7 @@ def run_phases(state: S, phases: Sequence[Phase[S]], closing: Sequence[Phase[S]]
     logged, never the attempt's failure), then `record(state, failure)`. Stop signals end the attempt as
     `interrupted` in any phase; they are held while the closing phases run and the records are written."""
     failure: Failure | None = None
+    ended_by = "the attempt ended"  # what the alongside phases still running are recorded as ended by
     current: Phase[S] | None = None
     beside: dict[str, _Beside[S]] = {}
     try:
@@ -176,13 +177,14 @@ def run_phases(state: S, phases: Sequence[Phase[S]], closing: Sequence[Phase[S]]
                 beside.pop(name).wait(state, log_)
     except BaseException as exc:  # whatever ended it: recorded; a SystemExit or KeyboardInterrupt goes on too
         failure = translate(exc, current.failure if current else "runner")
+        ended_by = f"{type(exc).__name__}: {exc}"
         if failure.classification == "runner":
             log.error("[%s] runner error", log_.attempt_id, exc_info=exc)
         if not isinstance(exc, Exception) and failure.classification == "runner":
             raise
     finally:
         for left in beside.values():  # the attempt ended before anything waited for them
-            log_.abandoned(left.phase.name, left.started_at, "left running: the attempt ended before it was needed")
+            log_.abandoned(left.phase.name, left.started_at, f"{ended_by} (while it ran alongside)")
         state.failure = failure  # what the closing phases may need to know (e.g. why the evidence ends)
         for phase in closing:
             try:
