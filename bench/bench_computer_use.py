@@ -12,9 +12,9 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "computer_use"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from cu_desktop import GUEST_ARTIFACT, connect, start_desktop  # noqa: E402
+from tests.computer_use.cu_desktop import GUEST_ARTIFACT, connect, start_desktop  # noqa: E402
 
 ROUNDS = 15
 
