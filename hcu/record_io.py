@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import tempfile
 from collections.abc import Iterable
@@ -21,6 +22,18 @@ class Record(BaseModel):
 
 
 R = TypeVar("R", bound=BaseModel)
+
+
+HASH_CHUNK_BYTES = 8 << 20
+
+
+def sha256_of_file(path: Path) -> str:
+    """sha256 of a file of any size, read in chunks (hashlib.file_digest is Python 3.11+)."""
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        while chunk := f.read(HASH_CHUNK_BYTES):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def write_atomic(path: Path, data: bytes) -> None:

@@ -5,7 +5,6 @@ scripted policy. Nothing here special-cases the stand-in: it is named by `--gues
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import re
 import subprocess
 import sys
@@ -19,7 +18,7 @@ from hcu.demo.stand_in import scripted_stack
 from hcu.osworld.attempt.meta import AttemptMeta
 from hcu.osworld.attempt.result import TaskResult
 from hcu.osworld.guest.docker_engine import docker_client
-from hcu.record_io import read_record
+from hcu.record_io import read_record, sha256_of_file
 from tests.guest.conftest import QEMU_RUNNER_IMAGE
 from tests.run_task.conftest import RENAME_MATCH, RENAME_TASK, TASKS_DIR, policy
 from tests.session import unique_run_id
@@ -32,14 +31,6 @@ RENAME = [  # a look at the VM's screen, then the rename through the code channe
     {"tool": "run_shell", "arguments": {"command": "mv ~/Desktop/todo_list_Jan_1 ~/Desktop/todo_list_Jan_2"}},
 ]
 GUEST_FLAGS = ["--guest-docker-image", QEMU_RUNNER_IMAGE, "--ram-size", "2G"]
-
-
-def sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        while chunk := f.read(8 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def labelled(run_id: str) -> list[str]:
@@ -58,7 +49,7 @@ def console_tail(record: dict) -> str:
 def test_run_task_on_the_qemu_guest_scores_one_and_leaves_the_base_untouched(
     qemu_guest_disk: Path, tmp_path: Path
 ) -> None:
-    before = sha256(qemu_guest_disk)
+    before = sha256_of_file(qemu_guest_disk)
     policies, token_log, result_dir = tmp_path / "policies.json", tmp_path / "tokens.jsonl", tmp_path / "result"
     policies.write_bytes(orjson.dumps({"policies": {"rename": policy(RENAME_MATCH, RENAME)}}))
     run_id = unique_run_id("qemu-e2e")
@@ -90,7 +81,7 @@ def test_run_task_on_the_qemu_guest_scores_one_and_leaves_the_base_untouched(
     assert 62.5 <= float(grown[1]) <= 64, "the root filesystem fills the disk, less ext4's own overhead"
     assert list((result_dir / ".guest").glob("*.qcow2")) == [], "the attempt's overlay outlived it"
     assert labelled(run_id) == []
-    assert sha256(qemu_guest_disk) == before, "the base image was written"
+    assert sha256_of_file(qemu_guest_disk) == before, "the base image was written"
 
 
 def test_setup_canary_on_the_qemu_guest_passes(qemu_guest_disk: Path, tmp_path: Path) -> None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import hashlib
 import os
 import re
 import socket
@@ -30,6 +29,7 @@ from hcu.osworld.guest.lifecycle import Guest, GuestSpec, remove_guest, start_gu
 from hcu.osworld.guest.overlay import image_info
 from hcu.osworld.guest.readiness import GIB, MIN_GROWN_FRACTION, check_sudo
 from hcu.osworld.guest.removal import cleanup
+from hcu.record_io import sha256_of_file
 from tests.guest.conftest import QEMU_RUNNER_IMAGE
 from tests.guest.waiting import wait_for
 
@@ -43,14 +43,6 @@ BOOT_TIMEOUT_SEC = 900.0
 """Two emulated (TCG) boots at once on a shared 2-core machine; one boot alone takes 1-2 minutes."""
 
 
-def sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        while chunk := f.read(8 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 class Pair:
     def __init__(self, base: Path, base_sha256: str, guests: list[Guest], run_id: str) -> None:
         self.base, self.base_sha256, self.guests, self.run_id = base, base_sha256, guests, run_id
@@ -60,7 +52,7 @@ class Pair:
 def pair(qemu_guest_disk: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
     """Two QEMU guests of one run, booted at the same time from the stand-in disk."""
     run_id = f"test-qemu-{uuid.uuid4().hex[:8]}"
-    before = sha256(qemu_guest_disk)
+    before = sha256_of_file(qemu_guest_disk)
     spec = GuestSpec(kind="qemu", image=str(qemu_guest_disk), docker_image=QEMU_RUNNER_IMAGE,
                      volume_size_gb=VOLUME_GB, ram_size="2G", cpu_cores=2)
     work = tmp_path_factory.mktemp("qemu")
@@ -181,7 +173,7 @@ def test_removal_leaves_no_container_volume_overlay_or_lease_and_the_base_is_unc
         assert client.containers.list(all=True, filters=selector) == []
         assert client.volumes.list(filters=selector) == []
     assert port_leases.release_matching({"hcu.run_id": pair.run_id}) == []
-    assert sha256(pair.base) == pair.base_sha256, "the base image was written"
+    assert sha256_of_file(pair.base) == pair.base_sha256, "the base image was written"
 
 
 def _get_text(url: str) -> str | None:

@@ -8,7 +8,6 @@ and then the MCP transport, neither touching the desktop; the agent waits for bo
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import time
 import uuid
@@ -35,6 +34,7 @@ from hcu.osworld.errors import ConfigurationError
 from hcu.osworld.evidence.collect import collect_evidence, guest_evidence_dir
 from hcu.osworld.evidence.recording import recording
 from hcu.osworld.settings import INSTRUCTIONS, AttemptSettings
+from hcu.record_io import sha256_of_file
 
 log = logging.getLogger("hcu.run_task")
 
@@ -178,14 +178,8 @@ def artifact_identity(plan: AgentPlan, artifact_dir: Path, mcp: Path) -> dict[st
         if path is None:
             continue
         entry = known.get(path.name) if path.parent == artifact_dir else None
-        identity[path.name] = ArtifactRecord.model_validate({"path": str(path), **(entry or {"sha256": _sha256(path)})})
-    identity["computer-use"] = ArtifactRecord(path=str(mcp), sha256=_sha256(mcp))
+        record = entry or {"sha256": sha256_of_file(path)}
+        identity[path.name] = ArtifactRecord.model_validate({"path": str(path), **record})
+    identity["computer-use"] = ArtifactRecord(path=str(mcp), sha256=sha256_of_file(mcp))
     return identity
 
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        while chunk := f.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()

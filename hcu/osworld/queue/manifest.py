@@ -27,12 +27,11 @@ from hcu.osworld.guest.container_image import resolve
 from hcu.osworld.guest.docker_engine import docker_client
 from hcu.osworld.osworld_bridge.process import OSWorldCodeError
 from hcu.osworld.queue.config import REPEAT_POLICY_TEXT, RunConfig, TaskSpec
-from hcu.record_io import Record, write_json, write_record
+from hcu.record_io import Record, sha256_of_file, write_json, write_record
 
 # What the manifest records as an `error` instead of an identity: an input it cannot look up here.
 _UNKNOWABLE = (PhaseError, OSWorldCodeError)
 
-HASH_CHUNK_BYTES = 8 << 20
 HEALTHZ_TIMEOUT_SEC = 5.0
 GIT_TIMEOUT_SEC = 10.0
 class Start(BaseModel):
@@ -98,15 +97,12 @@ def file_sha256(path: Path, cache_path: Path) -> str:
         cache = orjson.loads(cache_path.read_bytes()) if cache_path.exists() else {}
         if key in cache:
             return str(cache[key])
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        while chunk := f.read(HASH_CHUNK_BYTES):
-            digest.update(chunk)
+    digest = sha256_of_file(path)
     with FileLock(str(cache_path) + ".lock"):
         cache = orjson.loads(cache_path.read_bytes()) if cache_path.exists() else {}
-        cache[key] = digest.hexdigest()
+        cache[key] = digest
         write_json(cache_path, cache)
-    return digest.hexdigest()
+    return digest
 
 
 def _file_identity(path: Path | None, cache_path: Path) -> dict[str, Any]:
