@@ -3,7 +3,8 @@ docs/performance.md: per benchmark its docstring (what it measures, against whic
 under the machine, load and commit they were measured on. Figures are never asserted.
 
 The long ones (LONG: the canary sweep, about half an hour for the whole index) run only with `--long`; without
-it, their last figures in docs/performance.md are kept."""
+it, their last figures in docs/performance.md are kept. `run_all.py bench_x.py ...` runs only those, keeping
+the others' last figures."""
 
 from __future__ import annotations
 
@@ -52,9 +53,15 @@ def machine() -> str:
 def main(argv: list[str]) -> int:
     failed, sections = [], []
     kept = kept_sections(PAGE)
-    for script in sorted(HERE.glob("bench_*.py")):
-        if script.name in LONG and "--long" not in argv:
-            print(f"== {script.name}: long, left out (run it alone, or run_all.py --long)", flush=True)
+    chosen = {name for name in argv if not name.startswith("--")}
+    scripts = sorted(HERE.glob("bench_*.py"))
+    if unknown := chosen - {script.name for script in scripts}:
+        print(f"run_all.py: no benchmark {', '.join(sorted(unknown))} under {HERE}", file=sys.stderr)
+        return 2
+    for script in scripts:
+        left_out = script.name not in chosen if chosen else script.name in LONG and "--long" not in argv
+        if left_out:
+            print(f"== {script.name}: left out (its last figures are kept)", flush=True)
             if script.name in kept:
                 sections.append(kept[script.name])
             continue

@@ -25,7 +25,7 @@ GROUP_CAPS = {"boot_setup": "hcu/boot-setup-cap", "agent": "hcu/agent-cap", "eva
 
 
 def run_handles(run_id: str) -> list[str]:
-    """The names of the run's node agents and of its attempts' slot reservations that Ray still holds."""
+    """The names of the run's node agents and of its slot reservations that Ray still holds."""
     agents = [entry["name"] for entry in ray.util.list_named_actors(all_namespaces=True) if run_id in entry["name"]]
     groups = [entry["name"] for entry in ray.util.placement_group_table().values()
               if run_id in entry["name"] and entry["state"] != "REMOVED"]
@@ -58,6 +58,8 @@ def test_caps_held_per_node_and_results_come_home(ray_panel, sleep_image, contai
 
     recorded = manifest(run_dir)
     assert set(recorded["nodes"]) == set(SESSION_NODES), "attempts ran only on the nodes with guest slots"
+    slots = {orjson.loads((run_dir / "tasks" / task / "placement.json").read_bytes())["slot"] for task in tasks}
+    assert len(slots) == sum(spec["slots"] for spec in SESSION_NODES.values()), "a finished attempt's slot is reused"
     assert sorted(recorded["attempt_nodes"]) == sorted(f"{run_id}/{task}/1" for task in tasks)
     for name, spec in SESSION_NODES.items():
         node = recorded["nodes"][name]
@@ -166,6 +168,23 @@ def test_a_node_agent_dying_on_a_live_node_interrupts_its_attempts(ray_panel):
     assert run_handles(run_id) == []
 
 
+def test_a_slot_no_launch_takes_is_given_back_while_the_run_goes_on(ray_panel, tmp_path):
+    """Two attempts, nothing left to launch: the slot of the one that finished is removed at the next poll, while
+    the other still holds its own."""
+    release = tmp_path / "release"
+    panel = ray_panel(["quick", "held"], max_active_tasks=2, scenario={"wait_file": {"held": str(release)}})
+    queue = panel.start()
+    run_id = panel.config.run_id
+    slot_of = {task: panel.run_dir / "tasks" / task / "placement.json" for task in ("quick", "held")}
+    wait_for(lambda: (panel.run_dir / "tasks" / "quick" / "result.json").exists(), 90, "the quick attempt's result")
+    held = orjson.loads(slot_of["held"].read_bytes())["slot"]
+    wait_for(lambda: [name for name in run_handles(run_id) if name.startswith("slot:")] == [held], 30,
+             "only the running attempt's slot left")
+    release.touch()
+    assert queue.wait(timeout=60) == 0, queue.stderr.read().decode()
+    assert run_handles(run_id) == []
+
+
 def test_killed_queue_restarts_and_adopts_cluster_attempts(ray_panel):
     tasks = ["k0", "k1", "k2"]
     panel = ray_panel(tasks, phases={"boot": (0.2, 0.3), "agent": (6.0, 7.0)}, max_active_tasks=5)
@@ -179,8 +198,8 @@ def test_killed_queue_restarts_and_adopts_cluster_attempts(ray_panel):
     wait_for(placed, 90, "every attempt on a node")
     queue.kill()
     queue.wait(timeout=20)
-    names = set(run_handles(panel.config.run_id))
-    assert {f"attempt:{panel.config.run_id}/{task}/1" for task in tasks} <= names, "attempts died with the queue"
+    slots = {orjson.loads(p.read_bytes())["slot"] for p in placements}
+    assert len(slots) == len(tasks) and slots <= set(run_handles(panel.config.run_id)), "slots died with the queue"
     assert not any((panel.run_dir / "tasks" / task / "result.json").exists() for task in tasks)
 
     queue = panel.start()

@@ -1,21 +1,21 @@
-"""The ray executor: each attempt holds a guest slot on a node through a detached placement group and runs
-under the run's agent on that node (ray_node.NodeAgent), its results brought home into the same run directory
-as the local executor's (merge.py).
+"""The ray executor: each attempt holds one of the run's guest slots on a node (a detached placement group)
+and runs under the run's agent on that node (ray_node.NodeAgent), its results brought home into the same run
+directory as the local executor's (merge.py).
 
-- Launch: placement.json is written first, then the placement group named by the attempt id is created with
-  one slot resource (Ray places each on a node with a free slot, alternating between nodes, so boots spread
-  over the nodes and their per-node caps). The queue launches no more attempts than the live nodes advertise
-  slots, so every group is placed at once. Once Ray has placed it, the head asks the node's agent (one warm
-  process per run and node) to start the attempt.
+- Slots (ray_slots.py): a finished attempt's slot goes to the run's next launch, already placed.
+- Launch: placement.json (naming the slot) is written first, then the slot is taken or created (the queue
+  launches no more attempts than the live nodes advertise slots, so a new one is placed at once). Once Ray has
+  placed it, the head asks the node's agent (one warm process per run and node) to start the attempt.
 - Progress: one long-polled `status` call per attempt at a time; its phase is mirrored to progress.json.
-- Finish: collect, merge, discard the node's copy, remove the placement group (freeing the slot).
+- Finish: collect, merge, discard the node's copy, free the slot (an attempt that ended without a result
+  removes it).
 - Per-task secrets: the run's scope key goes to every node with each start call, or through the shared
   directory (node_key.py); each node's gateway and runners use it, so no launch gate is needed on the head.
 - Faults: an attempt whose agent died with a node Ray declared dead is `node_lost` (infrastructure, retried
   elsewhere); one whose runner or agent died on a live node is `interrupted`. A restarted queue finds live
-  attempts by name and adopts them; an attempt that is no longer the task's current one is ended, and every
-  live node's agent removes containers whose attempt is gone. A dead node's own containers die with it (or see
-  docs/ray.md).
+  attempts by their slot's name and adopts them; the run's other slots are removed, an attempt that is no
+  longer the task's current one is ended, and every live node's agent removes containers whose attempt is
+  gone. A dead node's own containers die with it (or see docs/ray.md).
 """
 
 from __future__ import annotations
@@ -32,13 +32,7 @@ from typing import Any
 import ray
 from ray.exceptions import ActorUnavailableError, GetTimeoutError, RayActorError, RayError
 from ray.util import list_named_actors
-from ray.util.placement_group import (
-    PlacementGroup,
-    get_placement_group,
-    placement_group,
-    placement_group_table,
-    remove_placement_group,
-)
+from ray.util.placement_group import PlacementGroup, placement_group_table
 
 from hcu.gateway.scope_secret import ScopeKeyError
 from hcu.osworld.attempt.identity import AttemptId
@@ -52,6 +46,7 @@ from hcu.osworld.queue.merge import append_log, append_rows, merged_scopes, unpa
 from hcu.osworld.queue.node_gateway import NodeGatewayError
 from hcu.osworld.queue.node_key import remove_key, ship_key
 from hcu.osworld.queue.ray_node import AttemptGone, attempt_name, node_agent, node_agent_name, run_root
+from hcu.osworld.queue.ray_slots import SlotPool
 from hcu.osworld.queue.state import Placement, TaskView
 from hcu.osworld.queue.status import ActiveAttempt
 from hcu.record_io import write_json, write_record
@@ -116,6 +111,7 @@ class RayExecutor:
             raise QueueRefused(f"ray.address: cannot join the Ray cluster at {self.settings.address} "
                                f"({type(exc).__name__})") from None
         self.remotes: dict[str, _Remote] = {}
+        self.slots = SlotPool(str(config.run_id), self.settings.slot_resource)
         self.agents: dict[str, Any] = {}
         """The run's agent per Ray node id, as this head has asked for it."""
         self.known: dict[str, NodeInfo] = {}
@@ -158,15 +154,16 @@ class RayExecutor:
     # Attempts -------------------------------------------------------------------------------------------------
 
     def launch(self, task: TaskSpec, attempt: AttemptId, task_dir: Path) -> ActiveAttempt:
+        name, placed = self.slots.name_for_launch(node["NodeID"] for node in self._live_slot_nodes())
         placement = Placement(attempt_id=str(attempt), task_id=task.id, repeat=attempt.repeat,
-                              attempt=attempt.attempt, actor_name=attempt_name(attempt),
+                              attempt=attempt.attempt, actor_name=attempt_name(attempt), slot=name,
                               namespace=self.settings.namespace, launched_at=time.time())
-        write_record(task_dir / "placement.json", placement)  # before the group: a restart finds it by name
-        group = placement_group([{self.settings.slot_resource: 1}], name=placement.actor_name, lifetime="detached")
+        write_record(task_dir / "placement.json", placement)  # before a new group: a restart finds it by name
+        group = self.slots.hold(name, attempt.task_key).group
         remote = _Remote(group, placement, task_dir, start_args=self._start_args(task, attempt))
         self.remotes[attempt.task_key] = remote
         with contextlib.suppress(RayError):  # placed at once when a slot is free; else at a later poll
-            if group.wait(timeout_seconds=PLACE_WAIT_SEC):
+            if placed or group.wait(timeout_seconds=PLACE_WAIT_SEC):
                 self._place(remote)
         return ActiveAttempt(task.id, attempt.attempt, 0, placement.launched_at, False, task_dir, None,
                              attempt.repeat)
@@ -182,7 +179,7 @@ class RayExecutor:
                                "the config that started it")
         placement = view.placement
         try:
-            group = get_placement_group(placement.actor_name)
+            group = self.slots.adopt(placement.slot, view.key, placement.ray_node_id)
         except ValueError:
             return self._lost(placement, "its slot reservation is gone")
         remote = _Remote(group, placement, task_dir)
@@ -215,7 +212,9 @@ class RayExecutor:
         if entry.get("state") == "REMOVED":
             remote.ended = Lost("", "its slot reservation was removed")
         elif entry.get("state") == "CREATED":
-            remote.agent = self._agent(entry["bundles_to_node_id"][0])
+            ray_node_id = entry["bundles_to_node_id"][0]
+            self.slots.placed(remote.placement.slot, ray_node_id)
+            remote.agent = self._agent(ray_node_id)
             remote.start_ref = self._start_call(remote)
 
     def _start_call(self, remote: _Remote) -> Any:
@@ -224,6 +223,7 @@ class RayExecutor:
         return remote.agent.start.remote(*remote.start_args, self.key)
 
     def stopped(self, active: Iterable[ActiveAttempt]) -> list[str]:
+        self.slots.tick()
         by_ref: dict[Any, tuple[ActiveAttempt, _Remote]] = {}
         done = []
         for attempt in active:
@@ -308,9 +308,8 @@ class RayExecutor:
             append_rows(self.config.token_log, payload["token_rows"], attempt_id.gateway_scope, self.merged)
         append_log(self.config.run_dir / "logs" / f"{active.key}.log", payload["log"])
         unpack_into(remote.task_dir, payload["files"], Path(payload["path"]) if payload["path"] else None)
-        with contextlib.suppress(RayError):  # the copy is only a copy; the slot is freed below either way
-            ray.get(remote.agent.discard.remote(name), timeout=CALL_TIMEOUT_SEC)
-        self._release(remote.group)
+        remote.agent.discard.remote(name)  # not waited for: the copy is only a copy
+        self.slots.free(remote.placement.slot)
         return None
 
     def _lost(self, placement: Placement, why: str) -> Lost:
@@ -320,16 +319,12 @@ class RayExecutor:
         return Lost("interrupted", f"the attempt ended without a result {where}; {why}")
 
     def _end(self, remote: _Remote) -> None:
-        """Give the attempt up: its runner stops (if its agent is still there) and its slot is freed."""
+        """Give the attempt up: its runner stops (if its agent is still there) and its slot is removed (its node
+        may be gone)."""
         if remote.agent is not None:
             with contextlib.suppress(RayError):  # an agent that is gone took its runners with it
                 remote.agent.end.remote(remote.placement.actor_name)
-        self._release(remote.group)
-
-    @staticmethod
-    def _release(group: PlacementGroup) -> None:
-        with contextlib.suppress(RayError, ValueError):  # already removed
-            remove_placement_group(group)
+        self.slots.remove(remote.placement.slot)
 
     @staticmethod
     def _kill(actor: Any) -> None:
@@ -348,18 +343,11 @@ class RayExecutor:
         return [entry["name"] for entry in list_named_actors(all_namespaces=True)
                 if entry["namespace"] == self.settings.namespace and entry["name"].startswith(prefix)]
 
-    def _run_groups(self) -> list[str]:
-        """The names of this run's attempts that still hold a slot."""
-        prefix = f"attempt:{self.config.run_id}/"
-        return [entry["name"] for entry in placement_group_table().values()
-                if entry["name"].startswith(prefix) and entry["state"] != "REMOVED"]
-
     def sweep(self, live: set[AttemptId]) -> list[AttemptId]:
         run_id = str(self.config.run_id)
         keep = {attempt_name(attempt) for attempt in live}
-        for name in set(self._run_groups()) - keep:  # no longer any task's current attempt: its slot goes
-            with contextlib.suppress(ValueError):
-                self._release(get_placement_group(name))
+        self.slots.remove_all_but({remote.placement.slot for remote in self.remotes.values()
+                                   if remote.placement.actor_name in keep})  # held by no current attempt
         refs = [self._agent(node["NodeID"]).sweep.remote(sorted(keep)) for node in self._live_slot_nodes()]
         removed: set[AttemptId] = set()
         for ref in refs:
@@ -371,6 +359,7 @@ class RayExecutor:
         return sorted(removed, key=str)
 
     def close(self, run_done: bool) -> None:
+        self.slots.remove_free()  # the slots of running attempts stay for the next queue to adopt
         if run_done:  # the run's gateways stop with it
             for name in self._run_actors(f"node:{self.config.run_id}/"):
                 try:

@@ -1,8 +1,8 @@
 """What runs on a Ray node: one `NodeAgent` actor per run and node, running that node's attempts.
 
-Each attempt holds one guest slot (the node's `slot_resource`) through a detached placement group named for it
-(`attempt:<run>/<task>/<n>`), which the head creates and Ray places; the head then asks the run's agent on that
-node to start it. The agent (`node:<run>/<node id>`, detached, threaded) starts the runner (run_task, or the
+Each attempt holds one of the run's guest slots (the node's `slot_resource`, through a detached placement group
+the head keeps: ray_slots.py) and is named `attempt:<run>/<task>/<n>`; once Ray has placed the slot, the head
+asks the run's agent on that node to start it. The agent (`node:<run>/<node id>`, detached, threaded) starts the runner (run_task, or the
 stand-in the tests give) through the keeper with the node's gateway, the run's scope key file on this node, a
 node-local result directory and the node's phase caps, then answers the head per attempt: status (a long poll),
 collect (the files, the log and the token rows), discard, end. It also owns what an attempt must not: the run's
@@ -51,7 +51,7 @@ AGENT_SPARE_THREADS = 8
 
 
 def attempt_name(attempt: AttemptId) -> str:
-    """The name of the attempt's slot reservation (a detached placement group) and of its runner on the node."""
+    """The attempt's name in Ray: of its runner on the node."""
     return f"attempt:{attempt}"
 
 

@@ -34,13 +34,16 @@ see."""
 
 class Placement(Record):
     """placement.json in `tasks/<task-id>/`: an attempt the ray executor runs on a node. Written before its
-    slot is reserved, so a restarted queue finds it by name; updated once its node is known."""
+    slot is reserved, so a restarted queue finds the slot by name; updated once its node is known."""
 
     attempt_id: str
     task_id: str
     attempt: int
     actor_name: str
-    """The attempt's name in Ray: its slot reservation (a detached placement group) and its runner on the node."""
+    """The attempt's name in Ray: its runner on the node."""
+    slot: str
+    """The run's slot reservation the attempt holds (a detached placement group, kept for the run's next
+    attempts once this one is done)."""
     namespace: str
     launched_at: float
     node: str | None = None
