@@ -74,7 +74,7 @@ def main() -> int:
     overhead = {name: f["start"] + f["finish"] for name, f in (("local", local), ("ray", ray))}
     print(f"  scheduling overhead per attempt: local {overhead['local']:.2f} s, ray {overhead['ray']:.2f} s, "
           f"ratio {overhead['ray'] / overhead['local']:.1f}x; head CPU ratio "
-          f"{ray['cpu_ms'] / local['cpu_ms']:.1f}x")
+          f"{ray['cpu_ms'] / local['cpu_ms']:.1f}x; panel wall ratio {ray['wall'] / local['wall']:.2f}x")
     return 0
 
 

@@ -5,7 +5,8 @@ Ray kills a worker's direct children with SIGKILL when the worker exits, and a r
 remove its guest. So the worker starts this keeper, and the keeper starts the runner with SIGTERM as its
 parent-death signal: whether the keeper is killed, or its worker dies (the keeper's own parent-death signal),
 the runner gets SIGTERM, records the attempt as interrupted and removes its guest. A SIGTERM or SIGINT to the
-keeper is passed on the same way. The keeper exits with the runner's status.
+keeper is passed on the same way. The keeper exits with the runner's status. It imports only the standard
+library (the node agent starts it as a file, without site-packages).
 """
 
 from __future__ import annotations

@@ -2,13 +2,13 @@
 
 Each attempt holds one of the run's guest slots (the node's `slot_resource`, through a detached placement group
 the head keeps: ray_slots.py) and is named `attempt:<run>/<task>/<n>`; once Ray has placed the slot, the head
-asks the run's agent on that node to start it. The agent (`node:<run>/<node id>`, detached, threaded) starts the runner (run_task, or the
-stand-in the tests give) through the keeper with the node's gateway, the run's scope key file on this node, a
-node-local result directory and the node's phase caps, then answers the head per attempt: status (a long poll),
-collect (the files, the log and the token rows), discard, end. It also owns what an attempt must not: the run's
-scope key and gateway on this node and the removal of containers whose attempt is gone. One warm process per
-node serves every attempt there, so an attempt costs no Ray worker start; what is per node (the host check, the
-node's description) is worked out once.
+asks the run's agent on that node to start it. The agent (`node:<run>/<node id>`, detached, threaded) starts the
+runner (run_task, or the stand-in the tests give) through the keeper with the node's gateway, the run's scope key
+file on this node, a node-local result directory and the node's phase caps, then answers the head per attempt:
+status (a long poll), collect (the files, the log and the token rows), discard, end. It also owns what an attempt
+must not: the run's scope key and gateway on this node and the removal of containers whose attempt is gone. One
+warm process per node serves every attempt there, so an attempt costs no Ray worker start; what is per node (the
+host check, the node's description) is worked out once.
 
 Both the slot reservations and the agent outlive a killed queue, and a new one finds them by name. The agent
 exits when its raylet dies: a worker blocked in a call never notices, so a watchdog thread checks the parent,
@@ -33,6 +33,7 @@ import orjson
 from hcu.osworld.attempt.identity import AttemptId
 from hcu.osworld.guest.host import check_host
 from hcu.osworld.guest.state_dir import state_dir
+from hcu.osworld.queue import keeper
 from hcu.osworld.queue.admission import AdmissionSettings, NodeCaps
 from hcu.osworld.queue.config import RunConfig
 from hcu.osworld.queue.containers import cleanup_attempt, run_attempts_with_containers
@@ -136,7 +137,8 @@ class AttemptRunner:
                **AdmissionSettings(lock_dir=lock_dir, caps=NodeCaps(**self.node.caps)).env()}
         self.result_dir.mkdir(parents=True, exist_ok=True)
         # the parent-death signal follows the thread that forks: the actor's call threads live as long as it does
-        self.keeper = spawn([sys.executable, "-m", "hcu.osworld.queue.keeper", "--", *argv], self.log_path,
+        # the keeper needs only the standard library: started as a file without site-packages, it starts sooner
+        self.keeper = spawn([sys.executable, "-I", "-S", keeper.__file__, "--", *argv], self.log_path,
                             self.id.attempt, env=env, preexec_fn=die_with_parent())
 
     def placed(self) -> dict[str, Any]:
