@@ -36,7 +36,7 @@ def kept_sections(page: Path) -> dict[str, str]:
     if not page.is_file():
         return {}
     parts = re.split(r"^## ", page.read_text(), flags=re.M)[1:]
-    return {part.split("\n", 1)[0].strip("` "): "## " + part for part in parts}
+    return {part.split("\n", 1)[0].strip("` "): "## " + part.rstrip() + "\n" for part in parts}
 
 
 def section(script: Path, output: str, when: str) -> str:
