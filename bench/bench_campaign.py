@@ -4,7 +4,7 @@ caps of 4 boot+setup / 16 agents / 8 evaluations (Mage-VL-Cowork's fleet), time 
 The head is the real one: `run_queue` (PanelQueue) with its launch order, run directory, status and manifest.
 The fleet is simulated (70 Ray nodes do not fit on this machine): an in-process executor whose attempts only
 sleep through their phases, placed like Ray's SPREAD (the least busy node), each phase group admitted by its
-node's cap as queue/admission.py does on a real node. Attempt phases: boot+setup 60-150 s, agent long-tailed
+node's cap as attempt/node_admission.py does on a real node. Attempt phases: boot+setup 60-150 s, agent long-tailed
 (lognormal, median 8 min, capped by the 60-minute task timeout), evaluation 10-45 s.
 
 Figure: makespan (first launch to last finish, from queue.jsonl) over the lower bound max(longest attempt,
@@ -27,14 +27,14 @@ from pathlib import Path
 
 import orjson
 
-from hcu.osworld.attempt.identity import AttemptId
-from hcu.osworld.attempt.result import PhaseTiming, TaskResult
 from hcu.osworld.queue.config import TaskSpec, parse_config
 from hcu.osworld.queue.executor import Lost
 from hcu.osworld.queue.manifest import NodeInfo
 from hcu.osworld.queue.panel import run_queue
 from hcu.osworld.queue.state import TaskView
 from hcu.osworld.queue.status import ActiveAttempt
+from hcu.osworld.records.identity import AttemptId
+from hcu.osworld.records.result import PhaseTiming, TaskResult
 from hcu.record_io import write_record
 
 TASKS, REPEATS = 369, 3

@@ -26,10 +26,10 @@ import orjson
 
 from hcu import REPO_ROOT
 from hcu.defaults import GUEST
-from hcu.osworld.attempt.identity import AttemptId
 from hcu.osworld.canary.sweep import DEFAULT_PARALLEL
 from hcu.osworld.guest.lifecycle import GuestSpec, remove_guest, start_guest
 from hcu.osworld.guest.removal import cleanup
+from hcu.osworld.records.identity import AttemptId
 
 IMAGE = os.environ.get("HCU_TEST_DESKTOP_IMAGE", GUEST.test_desktop_image)
 """The test desktop (`--image`; `HCU_TEST_DESKTOP_IMAGE` as for the tests)."""

@@ -20,11 +20,11 @@ from pathlib import Path
 import requests
 
 from hcu.defaults import GUEST
-from hcu.osworld.attempt.identity import AttemptId
 from hcu.osworld.guest.bridge import bridge_address
 from hcu.osworld.guest.docker_engine import docker_client
 from hcu.osworld.guest.lifecycle import GuestSpec, remove_guest, start_guest
 from hcu.osworld.guest.removal import cleanup
+from hcu.osworld.records.identity import AttemptId
 
 IMAGE = "hcu-test-desktop:latest"
 ROUNDS = 3

@@ -17,7 +17,7 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from hcu.demo.__main__ import DEFAULT_CONFIG, DEFAULT_POLICIES, run_demo  # noqa: E402
-from hcu.osworld.attempt.result import TaskResult  # noqa: E402
+from hcu.osworld.records.result import TaskResult  # noqa: E402
 from hcu.record_io import read_record  # noqa: E402
 
 

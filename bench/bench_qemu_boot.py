@@ -19,11 +19,11 @@ import requests
 from bench_guest_boot import boot_rounds
 
 from hcu import REPO_ROOT
-from hcu.osworld.attempt.identity import AttemptId
 from hcu.osworld.guest.bridge import bridge_address
 from hcu.osworld.guest.docker_engine import docker_client
 from hcu.osworld.guest.lifecycle import GuestSpec
 from hcu.osworld.guest.readiness import is_blank
+from hcu.osworld.records.identity import AttemptId
 
 RUNNER = "hcu-qemu-guest:tcg"
 DISK = REPO_ROOT / "build" / "qemu-guest" / "test-desktop.qcow2"

@@ -17,9 +17,9 @@ from pathlib import Path
 
 from hcu import REPO_ROOT
 from hcu.demo.stand_in import scripted_stack
-from hcu.osworld.attempt.identity import AttemptId
-from hcu.osworld.attempt.result import TaskResult
 from hcu.osworld.guest.lifecycle import GuestSpec, remove_guest, start_guest
+from hcu.osworld.records.identity import AttemptId
+from hcu.osworld.records.result import TaskResult
 from hcu.record_io import read_record
 
 TASK = "e0df059f-28a6-4169-924f-b9623e7184cc"

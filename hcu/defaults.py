@@ -10,9 +10,14 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from hcu import REPO_ROOT
+
 AgentName = Literal["codex", "claude-code", "gemini-cli", "grok-build"]
 Provider = Literal["openai", "anthropic", "gemini"]
 BenchmarkVersion = Literal["v1", "v2"]
+
+ASSET_CACHE_DIR = REPO_ROOT / "assets"
+"""Where task files downloaded for setup and evaluation are cached (`asset_cache`)."""
 
 
 class AgentDefaults(BaseModel):

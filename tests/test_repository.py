@@ -79,6 +79,31 @@ def test_no_module_of_hcu_imports_back_what_imports_it() -> None:
     assert cycles(import_graph()) == []
 
 
+def room(module: str) -> str:
+    """The room a module lives in: a folder (or a single module) right under `hcu/` or `hcu/osworld/`."""
+    parts = module.split(".")
+    return ".".join(parts[:3] if parts[:2] == ["hcu", "osworld"] and len(parts) > 2 else parts[:2])
+
+
+def rooms_importing_each_other(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """Pairs of rooms each of which imports the other (at module level, in a function or under TYPE_CHECKING)."""
+    edges = {(room(a), room(b)) for a, targets in graph.items() for b in targets if room(a) != room(b)}
+    return sorted((a, b) for a, b in edges if (b, a) in edges and a < b)
+
+
+def test_no_two_rooms_of_hcu_import_each_other() -> None:
+    assert rooms_importing_each_other(import_graph()) == []
+
+
+def test_rooms_importing_each_other_are_found() -> None:
+    graph = {"hcu.osworld.attempt.runner": {"hcu.osworld.queue.plan", "hcu.osworld.attempt.identity"},
+             "hcu.osworld.queue.plan": {"hcu.osworld.tasks"}, "hcu.osworld.tasks": set(),
+             "hcu.osworld.attempt.identity": set(), "hcu.gateway.core": {"hcu.defaults"}, "hcu.defaults": set()}
+    assert rooms_importing_each_other(graph) == []
+    graph["hcu.osworld.queue.plan"].add("hcu.osworld.attempt.identity")
+    assert rooms_importing_each_other(graph) == [("hcu.osworld.attempt", "hcu.osworld.queue")]
+
+
 def test_a_cycle_is_found_where_there_is_one() -> None:
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 

@@ -19,7 +19,7 @@ import orjson
 from hcu.flags import OneLineParser
 from hcu.osworld.osworld_bridge.evaluate import evaluator_names
 from hcu.osworld.osworld_bridge.process import OSWorldCodeError, check_names
-from hcu.osworld.tasks import TaskError, default_v1_tasks_dir
+from hcu.osworld.osworld_bridge.tasks import TaskError, default_v1_tasks_dir
 
 
 def read_index(tasks_dir: Path, index: Path) -> dict[str, dict[str, Any]]:

@@ -8,10 +8,10 @@ from __future__ import annotations
 import logging
 import sys
 
-from hcu.osworld.attempt.interrupts import StopSignals
 from hcu.osworld.attempt.options import parse_options
 from hcu.osworld.attempt.pipeline import run_task
 from hcu.osworld.errors import policy_for
+from hcu.osworld.records.interrupts import StopSignals
 
 
 def main(argv: list[str] | None = None) -> int:

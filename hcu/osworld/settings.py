@@ -16,9 +16,9 @@ from pydantic import Field, model_validator
 
 from hcu import REPO_ROOT
 from hcu.computer_use.channels import DEFAULT_CHANNELS
-from hcu.defaults import AGENTS, BENCHMARKS, GUEST, SETUP, AgentName, BenchmarkVersion
+from hcu.defaults import AGENTS, ASSET_CACHE_DIR, BENCHMARKS, GUEST, SETUP, AgentName, BenchmarkVersion
 from hcu.flags import Settings
-from hcu.osworld.osworld_bridge.assets import DEFAULT_ASSET_CACHE
+from hcu.osworld.records.cost import ModelPrice
 
 Channel = Literal["gui", "a11y", "keyboard"]
 SAFE_NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
@@ -149,21 +149,6 @@ class LimitSettings(TimeoutSettings):
     """Wait after the agent's last action before evaluating, as OSWorld's own runner does."""
 
 
-class ModelPrice(Settings):
-    """What one model costs under the user's contract, in USD per million tokens (hcu ships no prices: they
-    differ per contract and change)."""
-
-    input_usd_per_mtok: float = Field(ge=0)
-    """Input that was not read from the provider's prompt cache."""
-    cached_input_usd_per_mtok: float = Field(ge=0)
-    """Input read from the prompt cache."""
-    output_usd_per_mtok: float = Field(ge=0)
-    """Everything generated, reasoning included."""
-    cache_write_usd_per_mtok: float | None = Field(default=None, ge=0)
-    """Input written to the prompt cache: Anthropic bills it apart, so an Anthropic model needs it and no other
-    model takes it."""
-
-
 class CostSettings(Settings):
     prices: dict[str, ModelPrice] | None = None
     """Per model the run uses, its price (JSON: {"<model>": {"input_usd_per_mtok": ..., ...}}): an attempt's
@@ -234,7 +219,7 @@ class AttemptSettings(CostSettings, GatewaySettings, LimitSettings, AgentSetting
             "base_instructions_file": absolute(base, self.base_instructions_file or INSTRUCTIONS / "base.md"),
             "artifact_dir": absolute(base, self.artifact_dir or REPO_ROOT / "artifacts"),
             "asset_cache": absolute(base, self.asset_cache) if self.asset_cache else
-            None if self.asset_stand_ins else DEFAULT_ASSET_CACHE,  # stand-ins: their own default cache
+            None if self.asset_stand_ins else ASSET_CACHE_DIR,  # stand-ins: their own default cache
             "offline_assets": self.offline_assets or self.asset_stand_ins,
         }
         if self.guest_image is not None:

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from hcu.flags import OneLineParser, add_flags, parse_flags
-from hcu.osworld.attempt.interrupts import StopSignals
 from hcu.osworld.canary.attempt import REPORT_NAME, CanaryOptions, run
 from hcu.osworld.osworld_bridge.assets import AssetError
+from hcu.osworld.records.interrupts import StopSignals
 
 
 def parse_args(argv: list[str] | None) -> CanaryOptions:

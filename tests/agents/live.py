@@ -15,7 +15,7 @@ import docker
 
 from hcu.defaults import GUEST
 from hcu.osworld.agents.base import AgentContext, AgentPlan
-from hcu.osworld.attempt.identity import AttemptId
+from hcu.osworld.records.identity import AttemptId
 from tests.session import unique_run_id
 
 IMAGE = GUEST.test_desktop_image

@@ -78,6 +78,6 @@ def test_one_task_per_domain_through_the_sweep_command_then_a_resume(tmp_path: P
 
 
 def _task(tasks: dict[str, str], domain: str):
-    from hcu.osworld.tasks import load_task
+    from hcu.osworld.osworld_bridge.tasks import load_task
 
     return load_task("v1", tasks[domain], domain, OFFICIAL_TASKS)

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from hcu import REPO_ROOT
-from hcu.osworld.attempt.result import EmptyGetter
 from hcu.osworld.canary import sweep as sweep_module
 from hcu.osworld.canary import sweep_report
 from hcu.osworld.canary.attempt import CanaryReport
@@ -26,6 +25,7 @@ from hcu.osworld.canary.sweep import (
 )
 from hcu.osworld.errors import MAX_ATTEMPTS
 from hcu.osworld.osworld_bridge.evaluate import EvalResult
+from hcu.osworld.records.result import EmptyGetter
 from hcu.record_io import write_record
 from tests.official_tasks import OFFICIAL_TASKS
 

@@ -17,7 +17,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from hcu import REPO_ROOT
-from hcu.osworld.attempt.identity import AttemptId
+from hcu.osworld.records.identity import AttemptId
 from tests.session import unique_run_id
 
 IMAGE = os.environ.get("HCU_TEST_DESKTOP_IMAGE", "hcu-test-desktop:latest")

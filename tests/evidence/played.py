@@ -7,9 +7,9 @@ from pathlib import Path
 from PIL import Image
 
 from hcu.osworld.agents.base import RESUME_PROMPT
-from hcu.osworld.attempt.usage import usage_for_scope
 from hcu.osworld.evidence.atif import Trajectory
 from hcu.osworld.evidence.cli_trace import computer_use_tool
+from hcu.osworld.records.usage import usage_for_scope
 
 AGENTS = ["codex", "claude-code", "gemini-cli", "grok-build"]
 STEPS = [

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import orjson
 
-from hcu.osworld.attempt.agent_phase import TURN_EVENTS
 from hcu.osworld.evidence.guest_fetch import CALL_LOG_NAME, TRANSCRIPT_NAME
+from hcu.osworld.records.layout import TURN_EVENTS
 from tests.evidence.live_agent import live_run, policy
 from tests.evidence.played import AGENTS, FINAL, STEPS, THROTTLED
 

@@ -15,9 +15,7 @@ import pytest
 from PIL import Image
 
 from hcu import REPO_ROOT
-from hcu.osworld.attempt.result import TaskResult
 from hcu.osworld.evidence.atif import (
-    TRAJECTORY_NAME,
     Agent,
     Observation,
     ObservationResult,
@@ -28,6 +26,8 @@ from hcu.osworld.evidence.atif import (
     Trajectory,
     iso_time,
 )
+from hcu.osworld.records.layout import TRAJECTORY_FILE
+from hcu.osworld.records.result import TaskResult
 
 UPSTREAM = "sk-ant-hcu-export-test-upstream-0123456789"
 MODEL = "claude-opus-5"
@@ -67,7 +67,7 @@ def task(run_dir: Path, folder: str, result: TaskResult, *, raw_extra: dict | No
     body = orjson.loads(orjson.dumps(result.model_dump(mode="json"))) | (raw_extra or {})
     (task_dir / "result.json").write_bytes(orjson.dumps(body))
     os.chmod(task_dir / "result.json", 0o640)
-    (task_dir / TRAJECTORY_NAME).write_bytes(trajectory(task_dir, final).model_dump_json().encode())
+    (task_dir / TRAJECTORY_FILE).write_bytes(trajectory(task_dir, final).model_dump_json().encode())
     return task_dir
 
 

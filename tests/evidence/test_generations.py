@@ -9,9 +9,9 @@ from pydantic import ValidationError
 
 from hcu.defaults import GATEWAY
 from hcu.gateway.tokenlog import TokenLog, TokenLogRow
-from hcu.osworld.attempt.usage import usage_for_scope
 from hcu.osworld.evidence.cost import price_table
 from hcu.osworld.evidence.generations import scope_generations
+from hcu.osworld.records.usage import usage_for_scope
 
 SCOPE = "run.task.a1"
 PRICES = {"m-1": {"input_usd_per_mtok": 2.0, "cached_input_usd_per_mtok": 0.5, "output_usd_per_mtok": 10.0}}

@@ -11,11 +11,12 @@ import time
 
 import pytest
 
-from hcu.osworld.attempt.interrupts import StopSignals
-from hcu.osworld.attempt.result import TaskResult
-from hcu.osworld.attempt.usage import usage_for_scope
 from hcu.osworld.errors import Interrupted
-from hcu.osworld.evidence.atif import TRAJECTORY_NAME, Trajectory
+from hcu.osworld.evidence.atif import Trajectory
+from hcu.osworld.records.interrupts import StopSignals
+from hcu.osworld.records.layout import TRAJECTORY_FILE
+from hcu.osworld.records.result import TaskResult
+from hcu.osworld.records.usage import usage_for_scope
 from hcu.record_io import write_record
 from tests.evidence.live_agent import PROMPT, live_run, policy
 from tests.evidence.played import AGENTS, FINAL, STEPS, THROTTLED, agent_calls, assert_played, assert_screens
@@ -30,7 +31,7 @@ def test_trajectory_holds_the_played_calls_in_order_with_screens(agent, tmp_path
         outcome = run.run_agent()
         assert outcome.turns == 2 and outcome.protocol_word == "TASK_COMPLETE", outcome
         trajectory = run.collect(outcome.termination_reason)
-    on_disk = Trajectory.model_validate_json((run.result_dir / TRAJECTORY_NAME).read_bytes())
+    on_disk = Trajectory.model_validate_json((run.result_dir / TRAJECTORY_FILE).read_bytes())
     assert on_disk == trajectory
     assert_played(trajectory, run.result_dir, run.token_log, run.ctx.scope, PROMPT)
     assert trajectory.extra["clock_offset_sec"] is not None and trajectory.extra["dropped"] == []
@@ -38,7 +39,7 @@ def test_trajectory_holds_the_played_calls_in_order_with_screens(agent, tmp_path
     usage = usage_for_scope(run.token_log, run.ctx.scope)
     write_record(run.result_dir / "result.json", TaskResult(status="completed", usage=usage))
     mode = (run.result_dir / "result.json").stat().st_mode & 0o777
-    kept = [run.result_dir / TRAJECTORY_NAME, *(run.result_dir / "steps").iterdir()]
+    kept = [run.result_dir / TRAJECTORY_FILE, *(run.result_dir / "steps").iterdir()]
     assert {path.stat().st_mode & 0o777 for path in kept} == {mode}, "evidence carries the results' permissions"
 
 

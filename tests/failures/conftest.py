@@ -24,8 +24,8 @@ import orjson
 import pytest
 
 from hcu import REPO_ROOT
-from hcu.osworld.attempt.result import TaskResult
 from hcu.osworld.guest.bridge import bridge_address
+from hcu.osworld.records.result import TaskResult
 from hcu.record_io import read_record
 from tests.run_task.conftest import RENAME_TASK, TASKS_DIR
 from tests.session import unique_run_id

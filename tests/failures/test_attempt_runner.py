@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 import requests
 
 from hcu.osworld.attempt.failures import Failure
-from hcu.osworld.attempt.interrupts import StopSignals
 from hcu.osworld.attempt.runner import Phase, PhaseLog, run_phases
 from hcu.osworld.errors import ProbeTimeout
+from hcu.osworld.records.interrupts import StopSignals
 
 WAIT_SEC = 30.0  # a bound on each wait below, never reached when the runner does what it should
 

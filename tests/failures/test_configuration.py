@@ -12,8 +12,6 @@ import pytest
 
 from hcu import REPO_ROOT
 from hcu.osworld.attempt.failures import translate
-from hcu.osworld.attempt.identity import AttemptId
-from hcu.osworld.attempt.result import TaskResult
 from hcu.osworld.errors import BootTimeout, ConfigurationError, GuestError, policy_for
 from hcu.osworld.guest.api import GuestAPIError
 from hcu.osworld.guest.host import HOST_PROC_ENV
@@ -22,6 +20,8 @@ from hcu.osworld.guest.readiness import Readiness
 from hcu.osworld.osworld_bridge.assets import AssetCache
 from hcu.osworld.osworld_bridge.process import OSWorldProcess
 from hcu.osworld.osworld_bridge.setup import SetupStepError, run_steps
+from hcu.osworld.records.identity import AttemptId
+from hcu.osworld.records.result import TaskResult
 from hcu.record_io import read_record
 from tests.failures.conftest import StartFn, labelled_containers
 from tests.run_task.conftest import RENAME_TASK, TASKS_DIR

@@ -11,7 +11,6 @@ from typing import get_args
 import pytest
 
 from hcu.osworld.attempt.failures import translate
-from hcu.osworld.attempt.interrupts import StopSignals
 from hcu.osworld.errors import (
     CLEAN,
     POLICIES,
@@ -25,6 +24,7 @@ from hcu.osworld.guest.api import GuestAPIError
 from hcu.osworld.osworld_bridge.assets import AssetError, OfflineAssetMiss
 from hcu.osworld.osworld_bridge.process import OSWorldCodeError
 from hcu.osworld.osworld_bridge.setup import SetupStepError
+from hcu.osworld.records.interrupts import StopSignals
 
 
 def test_every_class_has_one_policy() -> None:

@@ -12,8 +12,8 @@ import pytest
 
 from hcu.gateway.budget import TaskStateView
 from hcu.osworld.attempt.gateway_watch import Clock, GatewayWatch, RateLimitWaits
-from hcu.osworld.attempt.usage import last_generation_outcome
 from hcu.osworld.errors import GatewayError
+from hcu.osworld.records.usage import last_generation_outcome
 
 
 class FakeTime:

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from hcu.demo.stand_in import scripted_stack
-from hcu.osworld.attempt.result import TaskResult
 from hcu.osworld.errors import policy_for
+from hcu.osworld.records.result import TaskResult
 from tests.failures.conftest import StartedTask, StartFn, labelled_containers, write_policies
 from tests.run_task.conftest import LOOK_STEPS, RENAME_MATCH, RENAME_TASK, policy
 

@@ -9,12 +9,12 @@ from pathlib import Path
 import orjson
 import pytest
 
-from hcu.osworld.attempt.identity import AttemptId
 from hcu.osworld.attempt.options import parse_options
 from hcu.osworld.guest.lifecycle import container_name
 from hcu.osworld.queue.config import ConfigError, load_config
 from hcu.osworld.queue.launch import runner_args
 from hcu.osworld.queue.plan import describe_plan
+from hcu.osworld.records.identity import AttemptId
 
 STANDALONE = ["--task-id", "t1", "--agent", "codex", "--test-desktop"]
 

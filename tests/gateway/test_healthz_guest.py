@@ -9,13 +9,13 @@ import orjson
 import pytest
 
 from hcu.osworld.agents.base import PLACEHOLDER_TOKEN
-from hcu.osworld.attempt.identity import AttemptId
 from hcu.osworld.attempt.probe import check_gateway_from_guest
 from hcu.osworld.attempt.scope_credential import check_scope_key, gateway_credential
 from hcu.osworld.errors import GatewayError
 from hcu.osworld.guest.bridge import bridge_address
 from hcu.osworld.guest.lifecycle import GuestSpec, remove_guest, start_guest
 from hcu.osworld.guest.removal import cleanup
+from hcu.osworld.records.identity import AttemptId
 from tests.session import TEST_DESKTOP_IMAGE, unique_run_id
 
 from .test_healthz import DETAILS, healthz

@@ -14,10 +14,10 @@ import docker.errors
 import pytest
 
 from hcu import REPO_ROOT
-from hcu.osworld.attempt.identity import AttemptId
 from hcu.osworld.guest.docker_engine import docker_client
 from hcu.osworld.guest.lifecycle import Guest, GuestSpec, remove_guest, start_guest
 from hcu.osworld.guest.removal import cleanup
+from hcu.osworld.records.identity import AttemptId
 
 TEST_DESKTOP_IMAGE = os.environ.get("HCU_TEST_DESKTOP_IMAGE", "hcu-test-desktop:latest")
 """The image under test (another tag while a change to it is being built)."""

@@ -16,12 +16,12 @@ import orjson
 import pytest
 from docker.models.containers import Container
 
-from hcu.osworld.attempt.identity import AttemptId
 from hcu.osworld.cleanup import cleanup
 from hcu.osworld.guest import overlay as overlays
 from hcu.osworld.guest.docker_engine import docker_client
 from hcu.osworld.guest.lifecycle import container_name, volume_name
 from hcu.osworld.guest.state_dir import state_dir
+from hcu.osworld.records.identity import AttemptId
 from tests.guest.conftest import QEMU_RUNNER_IMAGE
 
 pytestmark = pytest.mark.docker
@@ -29,7 +29,7 @@ pytestmark = pytest.mark.docker
 BOOT = """
 import sys
 from pathlib import Path
-from hcu.osworld.attempt.identity import AttemptId
+from hcu.osworld.records.identity import AttemptId
 from hcu.osworld.guest.lifecycle import GuestSpec, start_guest
 image, docker_image, run_id, work_dir = sys.argv[1:]
 spec = GuestSpec(kind="qemu", image=image, docker_image=docker_image, volume_size_gb=64)

@@ -11,7 +11,6 @@ from pathlib import Path
 import orjson
 import pytest
 
-from hcu.osworld.attempt.identity import AttemptId
 from hcu.osworld.errors import ConfigurationError, GuestError, GuestMemoryError, policy_for
 from hcu.osworld.guest import memory
 from hcu.osworld.guest.console import exit_failure, last_error, log_lines
@@ -21,6 +20,7 @@ from hcu.osworld.guest.lifecycle import GuestSpec, container_name, start_guest
 from hcu.osworld.guest.memory import Reservation
 from hcu.osworld.guest.removal import cleanup
 from hcu.osworld.guest.state_dir import locked_table
+from hcu.osworld.records.identity import AttemptId
 from tests.guest.conftest import QEMU_RUNNER_IMAGE
 from tests.guest.host_files import host_proc
 from tests.session import unique_run_id

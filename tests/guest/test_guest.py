@@ -17,7 +17,6 @@ import pytest
 from PIL import Image
 from pydantic import ValidationError
 
-from hcu.osworld.attempt.identity import AttemptId
 from hcu.osworld.errors import ConfigurationError, GuestError, policy_for
 from hcu.osworld.guest import ports as port_leases
 from hcu.osworld.guest.api import GuestAPIError
@@ -35,6 +34,7 @@ from hcu.osworld.guest.lifecycle import (
 )
 from hcu.osworld.guest.overlay import check_image, image_info
 from hcu.osworld.guest.readiness import check_sudo, grow_filesystem, is_blank
+from hcu.osworld.records.identity import AttemptId
 from tests.guest.host_files import host_proc
 
 MakeQcow2 = Callable[[str, str], Path]

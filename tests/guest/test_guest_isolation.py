@@ -8,8 +8,8 @@ import docker
 import pytest
 
 from hcu.defaults import GUEST
-from hcu.osworld.attempt.identity import AttemptId
 from hcu.osworld.guest.lifecycle import GuestSpec, remove_guest, start_guest
+from hcu.osworld.records.identity import AttemptId
 from tests.session import unique_run_id
 
 pytestmark = pytest.mark.docker

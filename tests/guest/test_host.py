@@ -15,7 +15,6 @@ import orjson
 import pytest
 
 from hcu import REPO_ROOT
-from hcu.osworld.attempt.identity import AttemptId
 from hcu.osworld.errors import ConfigurationError
 from hcu.osworld.guest.docker_engine import docker_client
 from hcu.osworld.guest.host import (
@@ -29,6 +28,7 @@ from hcu.osworld.guest.host import (
     size_bytes,
 )
 from hcu.osworld.guest.lifecycle import GuestSpec, start_guest
+from hcu.osworld.records.identity import AttemptId
 from hcu.osworld.settings import GuestSettings
 from tests.guest.conftest import QEMU_RUNNER_IMAGE, QEMU_RUNNER_REPO
 from tests.guest.host_files import host_proc

@@ -10,8 +10,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from hcu.osworld.attempt.interrupts import STOP_SIGNALS, StopSignals, deadline, held
 from hcu.osworld.errors import Interrupted
+from hcu.osworld.records.interrupts import STOP_SIGNALS, StopSignals, deadline, held
 
 
 @pytest.fixture

@@ -15,8 +15,6 @@ from pathlib import Path
 import orjson
 import pytest
 
-from hcu.osworld.attempt.identity import AttemptId
-from hcu.osworld.attempt.interrupts import deadline
 from hcu.osworld.errors import BootTimeout, ConfigurationError
 from hcu.osworld.guest import memory
 from hcu.osworld.guest.docker_engine import docker_client
@@ -25,6 +23,8 @@ from hcu.osworld.guest.lifecycle import GuestSpec, remove_guest, start_guest
 from hcu.osworld.guest.memory import Reservation, need_bytes, shortfall
 from hcu.osworld.guest.removal import cleanup
 from hcu.osworld.guest.state_dir import STATE_DIR_ENV, locked_table
+from hcu.osworld.records.identity import AttemptId
+from hcu.osworld.records.interrupts import deadline
 from hcu.record_io import write_json
 from tests.guest.host_files import host_proc
 from tests.guest.waiting import wait_for

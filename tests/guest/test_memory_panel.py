@@ -17,9 +17,9 @@ import pytest
 from hcu import REPO_ROOT
 from hcu.demo.stand_in import free_port
 from hcu.osworld.attempt.meta import AttemptMeta
-from hcu.osworld.attempt.result import TaskResult
 from hcu.osworld.guest.bridge import bridge_address
 from hcu.osworld.guest.host import HOST_PROC_ENV
+from hcu.osworld.records.result import TaskResult
 from hcu.record_io import read_record
 from tests.demo_panel import demo_config
 from tests.guest.host_files import host_proc

@@ -16,8 +16,8 @@ import pytest
 from hcu import REPO_ROOT
 from hcu.demo.stand_in import scripted_stack
 from hcu.osworld.attempt.meta import AttemptMeta
-from hcu.osworld.attempt.result import TaskResult
 from hcu.osworld.guest.docker_engine import docker_client
+from hcu.osworld.records.result import TaskResult
 from hcu.record_io import read_record, sha256_of_file
 from tests.guest.conftest import QEMU_RUNNER_IMAGE
 from tests.run_task.conftest import RENAME_MATCH, RENAME_TASK, TASKS_DIR, policy

@@ -21,7 +21,6 @@ import orjson
 import pytest
 import requests
 
-from hcu.osworld.attempt.identity import AttemptId
 from hcu.osworld.errors import ConfigurationError
 from hcu.osworld.guest import ports as port_leases
 from hcu.osworld.guest.docker_engine import docker_client
@@ -29,6 +28,7 @@ from hcu.osworld.guest.lifecycle import Guest, GuestSpec, remove_guest, start_gu
 from hcu.osworld.guest.overlay import image_info
 from hcu.osworld.guest.readiness import GIB, MIN_GROWN_FRACTION, check_sudo
 from hcu.osworld.guest.removal import cleanup
+from hcu.osworld.records.identity import AttemptId
 from hcu.record_io import sha256_of_file
 from tests.guest.conftest import QEMU_RUNNER_IMAGE
 from tests.guest.waiting import wait_for

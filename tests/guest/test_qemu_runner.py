@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 from docker.models.containers import Container
 
-from hcu.osworld.attempt.identity import AttemptId
 from hcu.osworld.errors import ConfigurationError, GuestError, GuestMemoryError
 from hcu.osworld.guest.console import ContainerWatch
 from hcu.osworld.guest.docker_engine import docker_client
 from hcu.osworld.guest.host import kvm_problem
+from hcu.osworld.records.identity import AttemptId
 from tests.guest.conftest import QEMU_RUNNER_IMAGE, QEMU_RUNNER_REPO
 
 KVM_RUNNER_IMAGE = f"{QEMU_RUNNER_REPO}:latest"

@@ -27,7 +27,7 @@ import pytest
 import requests
 
 from hcu import REPO_ROOT
-from hcu.osworld.attempt.identity import AttemptId
+from hcu.osworld.records.identity import AttemptId
 from tests.session import unique_run_id
 
 pytestmark = pytest.mark.docker

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import orjson
 
-from hcu.osworld.queue.admission import PHASE_GROUPS
+from hcu.osworld.attempt.node_admission import PHASE_GROUPS
 
 ROUNDING_SEC = 0.001
 """result.json keeps durations to the millisecond, so a recorded end can pass the next start by that much."""

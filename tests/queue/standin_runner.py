@@ -36,13 +36,13 @@ import requests
 
 from hcu.demo.stand_in import STAND_IN_TOKEN
 from hcu.gateway.scope_secret import key_id, load_or_create_key
-from hcu.osworld.attempt.cost import cost_for_scope
-from hcu.osworld.attempt.identity import AttemptId
-from hcu.osworld.attempt.lease import lease_for_this_process
-from hcu.osworld.attempt.result import TaskResult
+from hcu.osworld.attempt.node_admission import admission_from_env
 from hcu.osworld.attempt.runner import PhaseLog
-from hcu.osworld.attempt.usage import usage_for_scope
-from hcu.osworld.queue.admission import admission_from_env
+from hcu.osworld.records.cost import cost_for_scope
+from hcu.osworld.records.identity import AttemptId
+from hcu.osworld.records.lease import lease_for_this_process
+from hcu.osworld.records.result import TaskResult
+from hcu.osworld.records.usage import usage_for_scope
 from hcu.osworld.settings import ModelPrice
 from hcu.record_io import write_record
 

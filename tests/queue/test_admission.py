@@ -1,4 +1,4 @@
-"""Per-node phase caps (queue/admission.py) across real processes: never more holders than the cap, a
+"""Per-node phase caps (attempt/node_admission.py) across real processes: never more holders than the cap, a
 killed holder frees its slot, node labels parsed or refused."""
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ from pathlib import Path
 import orjson
 import pytest
 
-from hcu.osworld.queue.admission import AdmissionSettings, NodeCaps, PhaseAdmission
+from hcu.osworld.attempt.node_admission import AdmissionSettings, NodeCaps, PhaseAdmission
 from tests.queue.ray_checks import peak_overlap
 
 CONTENDER = """
 import sys, time, orjson
 from pathlib import Path
-from hcu.osworld.queue.admission import admission_from_env
+from hcu.osworld.attempt.node_admission import admission_from_env
 admit, go, out, hold = admission_from_env(), Path(sys.argv[1]), Path(sys.argv[2]), float(sys.argv[3])
 while not go.exists():
     time.sleep(0.01)

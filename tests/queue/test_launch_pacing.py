@@ -10,13 +10,13 @@ from pathlib import Path
 import orjson
 import pytest
 
-from hcu.osworld.attempt.identity import AttemptId
-from hcu.osworld.attempt.result import TaskResult
 from hcu.osworld.errors import policy_for
 from hcu.osworld.queue.config import RunConfig, TaskSpec, parse_config
 from hcu.osworld.queue.panel import QueueClock, run_queue
 from hcu.osworld.queue.state import TaskView
 from hcu.osworld.queue.status import ActiveAttempt
+from hcu.osworld.records.identity import AttemptId
+from hcu.osworld.records.result import TaskResult
 from hcu.record_io import write_record
 
 POLL_SEC = 1.0

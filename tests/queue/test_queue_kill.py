@@ -12,8 +12,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from hcu.osworld.attempt.identity import repeat_key
 from hcu.osworld.queue.state import runs_attempt
+from hcu.osworld.records.identity import repeat_key
 
 pytestmark = pytest.mark.docker
 

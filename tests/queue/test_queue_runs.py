@@ -11,10 +11,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from hcu.osworld.attempt.identity import AttemptId
-from hcu.osworld.attempt.lease import lease_for_this_process
 from hcu.osworld.errors import MAX_ATTEMPTS
 from hcu.osworld.queue.panel import QueueRefused, QueueStopped, run_lock
+from hcu.osworld.records.identity import AttemptId
+from hcu.osworld.records.lease import lease_for_this_process
 from hcu.osworld.summary.run_summary import summarize
 from hcu.record_io import write_record
 from tests.queue.conftest import wait_for

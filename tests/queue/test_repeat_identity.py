@@ -13,10 +13,10 @@ import pytest
 
 from hcu import REPO_ROOT
 from hcu.gateway.tokenlog import TokenLogRow, TokenUsage
-from hcu.osworld.attempt.identity import AttemptId, ambiguous_task_id, attempt_of_scope, split_repeat_key
-from hcu.osworld.attempt.result import TaskResult
 from hcu.osworld.guest.lifecycle import container_name
 from hcu.osworld.queue.containers import cleanup_attempt, run_attempts_with_containers
+from hcu.osworld.records.identity import AttemptId, ambiguous_task_id, attempt_of_scope, split_repeat_key
+from hcu.osworld.records.result import TaskResult
 from hcu.record_io import read_record
 from tests.run_task.conftest import TASKS_DIR
 from tests.session import unique_run_id

@@ -15,8 +15,8 @@ from hcu import REPO_ROOT
 from hcu.demo.stand_in import scripted_stack
 from hcu.gateway.scope_secret import load_or_create_key, scope_secret
 from hcu.osworld.attempt.meta import AttemptMeta
-from hcu.osworld.attempt.result import TaskResult
 from hcu.osworld.errors import policy_for
+from hcu.osworld.records.result import TaskResult
 from hcu.record_io import read_record
 from tests.session import TEST_DESKTOP_IMAGE, unique_run_id
 

@@ -90,8 +90,8 @@ def fake_jpeg() -> bytes:
 @pytest.fixture(scope="module")
 def test_desktop_guest(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     """One test-desktop guest per module, started and removed through hcu's own guest lifecycle."""
-    from hcu.osworld.attempt.identity import AttemptId
     from hcu.osworld.guest.lifecycle import GuestSpec, remove_guest, start_guest
+    from hcu.osworld.records.identity import AttemptId
 
     spec = GuestSpec(kind="test-desktop", image=TEST_DESKTOP_IMAGE, client_password=GUEST_PASSWORD)
     attempt = AttemptId(run_id=f"setup-eval-{uuid.uuid4().hex[:8]}", task_id="setup-eval", attempt=1)

@@ -12,7 +12,7 @@ import pytest
 
 from hcu.osworld.osworld_bridge.assets import AssetCache, cache_path
 from hcu.osworld.osworld_bridge.evaluate import evaluate
-from hcu.osworld.tasks import TaskDefinition
+from hcu.osworld.osworld_bridge.tasks import TaskDefinition
 
 from .conftest import GUEST_PASSWORD
 

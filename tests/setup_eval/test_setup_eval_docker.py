@@ -16,7 +16,7 @@ from hcu.osworld.osworld_bridge.assets import AssetCache
 from hcu.osworld.osworld_bridge.evaluate import evaluate
 from hcu.osworld.osworld_bridge.process import OSWorldCodeError
 from hcu.osworld.osworld_bridge.setup import SetupStepError, run_setup
-from hcu.osworld.tasks import load_task
+from hcu.osworld.osworld_bridge.tasks import load_task
 from tests.official_tasks import official_task
 
 from .conftest import GUEST_PASSWORD, write_task

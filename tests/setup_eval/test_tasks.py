@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hcu.osworld.tasks import TaskError, load_task
+from hcu.osworld.osworld_bridge.tasks import TaskError, load_task
 
 from .conftest import write_task
 

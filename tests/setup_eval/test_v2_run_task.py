@@ -14,7 +14,7 @@ import pytest
 from hcu import REPO_ROOT
 from hcu.demo.stand_in import scripted_stack
 from hcu.osworld.attempt.meta import AttemptMeta
-from hcu.osworld.attempt.result import TaskResult
+from hcu.osworld.records.result import TaskResult
 from hcu.record_io import read_record
 from tests.session import unique_run_id
 

@@ -10,7 +10,7 @@ import pytest
 
 from hcu.gateway import anthropic_proxy, gemini_proxy, openai_proxy
 from hcu.gateway.tokenlog import TORN_LINE_END, TokenLogRow, TokenUsage
-from hcu.osworld.attempt.cost import Cost, cost_for_scope
+from hcu.osworld.records.cost import Cost, cost_for_scope
 from hcu.osworld.settings import ModelPrice
 from hcu.osworld.summary.run_summary import summarize
 from tests.summary.conftest import make_repeat_run, ok

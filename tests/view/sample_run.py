@@ -20,9 +20,6 @@ import orjson
 from PIL import Image, ImageDraw
 
 from hcu.gateway.scope_secret import load_or_create_key, scope_secret
-from hcu.osworld.attempt.identity import AttemptId
-from hcu.osworld.attempt.lease import AttemptLease
-from hcu.osworld.attempt.result import EmptyGetter, PhaseTiming, TaskResult, Usage
 from hcu.osworld.evidence.atif import (
     Agent,
     FinalMetrics,
@@ -38,6 +35,9 @@ from hcu.osworld.evidence.atif import (
 from hcu.osworld.osworld_bridge.setup import SetupStepRecord
 from hcu.osworld.queue.config import parse_config
 from hcu.osworld.queue.state import RetryNote
+from hcu.osworld.records.identity import AttemptId
+from hcu.osworld.records.lease import AttemptLease
+from hcu.osworld.records.result import EmptyGetter, PhaseTiming, TaskResult, Usage
 from hcu.osworld.summary.run_summary import summarize
 from hcu.record_io import write_json, write_record
 

@@ -13,8 +13,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from hcu.computer_use.call_log import ENV_DIR as CALL_LOG_ENV
 from hcu.computer_use.channels import parse_channels, tools_for
 from hcu.defaults import GUEST, AgentDefaults
-from hcu.osworld.attempt.result import ProtocolWord
 from hcu.osworld.errors import ConfigurationError
+from hcu.osworld.records.result import ProtocolWord
 
 PROTOCOL_WORDS: tuple[ProtocolWord, ...] = ("TASK_COMPLETE", "TASK_INFEASIBLE", "ASK_USER")
 

@@ -21,18 +21,18 @@ from pydantic import BaseModel
 from hcu.gateway.budget import TaskStateView
 from hcu.osworld.agents.base import AgentAdapter, AgentPlan, TurnOutcome
 from hcu.osworld.attempt.gateway_watch import SYSTEM_CLOCK, Clock, GatewayWatch, RateLimitWaits
-from hcu.osworld.attempt.result import ProtocolWord, TerminationDetail, TerminationReason
 from hcu.osworld.attempt.scope_credential import GatewayCredential
-from hcu.osworld.attempt.usage import last_generation_outcome
 from hcu.osworld.guest.api import GuestAPI
 from hcu.osworld.guest.process import GuestProcess
+from hcu.osworld.records.layout import TURN_EVENTS
+from hcu.osworld.records.result import ProtocolWord, TerminationDetail, TerminationReason
+from hcu.osworld.records.usage import last_generation_outcome
 from hcu.osworld.settings import LimitSettings
 from hcu.record_io import write_atomic
 
 log = logging.getLogger("hcu.run_task")
 
 MAX_RATE_LIMIT_RESUMES = 2
-TURN_EVENTS = "phase-agent-turn-{turn}-events.jsonl"
 """A turn's raw event stream in the result folder, kept as the CLI printed it (without the scope secret)."""
 
 

@@ -21,18 +21,18 @@ from hcu.defaults import GUEST
 from hcu.osworld.agents import get_adapter
 from hcu.osworld.agents.base import GUEST_ROOT, AgentAdapter, AgentContext, AgentPlan
 from hcu.osworld.attempt.agent_phase import AgentLimits, AgentOutcome, run_agent
-from hcu.osworld.attempt.cost import cost_for_scope
 from hcu.osworld.attempt.gateway_watch import GatewayWatch
 from hcu.osworld.attempt.guest_phases import AttemptState
 from hcu.osworld.attempt.isolation import prepare_agent, remove_inherited, upload_plan
 from hcu.osworld.attempt.meta import ArtifactRecord
 from hcu.osworld.attempt.probe import check_executables, check_gateway_from_guest, check_mcp, unpack_mcp_server
-from hcu.osworld.attempt.result import Usage
 from hcu.osworld.attempt.scope_credential import GatewayCredential, check_scope_key, gateway_credential
-from hcu.osworld.attempt.usage import usage_for_scope
 from hcu.osworld.errors import ConfigurationError
 from hcu.osworld.evidence.collect import collect_evidence, guest_evidence_dir
 from hcu.osworld.evidence.recording import recording
+from hcu.osworld.records.cost import cost_for_scope
+from hcu.osworld.records.result import Usage
+from hcu.osworld.records.usage import usage_for_scope
 from hcu.osworld.settings import INSTRUCTIONS, AttemptSettings
 from hcu.record_io import sha256_of_file
 

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from hcu.osworld.attempt.app_check import AppCheck
+from hcu.osworld.attempt.asset_source import asset_source
 from hcu.osworld.attempt.background import in_background
 from hcu.osworld.attempt.failures import Failure
-from hcu.osworld.attempt.identity import AttemptId
 from hcu.osworld.attempt.meta import AttemptMeta, GuestRecord, OSWorldRecord
 from hcu.osworld.attempt.runner import PhaseLog
 from hcu.osworld.guest.lifecycle import Guest, GuestSpec, remove_guest, start_guest
@@ -26,9 +26,9 @@ from hcu.osworld.osworld_bridge.assets import AssetCache
 from hcu.osworld.osworld_bridge.evaluate import EvalResult, ensure_evaluator_loads, evaluate
 from hcu.osworld.osworld_bridge.process import OSWorldProcess, resolve_python
 from hcu.osworld.osworld_bridge.setup import SetupStepError, open_on_guest, run_setup, task_cache_dir
-from hcu.osworld.osworld_bridge.sources import asset_source
+from hcu.osworld.osworld_bridge.tasks import TaskDefinition, load_task
+from hcu.osworld.records.identity import AttemptId
 from hcu.osworld.settings import AssetSettings, GuestSettings, OSWorldSettings, SetupSettings, TaskSettings
-from hcu.osworld.tasks import TaskDefinition, load_task
 from hcu.record_io import write_atomic
 
 log = logging.getLogger("hcu.run_task")

@@ -16,15 +16,16 @@ from hcu.osworld.attempt import agent_phases as agent
 from hcu.osworld.attempt import guest_phases as guest
 from hcu.osworld.attempt.agent_phases import AgentAttempt
 from hcu.osworld.attempt.failures import Failure
-from hcu.osworld.attempt.identity import AttemptId
-from hcu.osworld.attempt.interrupts import StopSignals
-from hcu.osworld.attempt.lease import lease_for_this_process
+from hcu.osworld.attempt.node_admission import admission_from_env
 from hcu.osworld.attempt.options import RunTaskOptions
-from hcu.osworld.attempt.result import TaskResult
 from hcu.osworld.attempt.runner import Phase, PhaseLog, run_phases
 from hcu.osworld.errors import BootTimeout, EvaluationTimeout, ProbeTimeout, SetupTimeout, counted_score
 from hcu.osworld.guest.bridge import bridge_address
-from hcu.osworld.queue.admission import admission_from_env
+from hcu.osworld.records.identity import AttemptId
+from hcu.osworld.records.interrupts import StopSignals
+from hcu.osworld.records.layout import LEASE_FILE, META_FILE, RESULT_FILE
+from hcu.osworld.records.lease import lease_for_this_process
+from hcu.osworld.records.result import TaskResult
 from hcu.record_io import write_record
 
 
@@ -73,15 +74,15 @@ def run_task(opts: RunTaskOptions, stops: StopSignals | None = None) -> TaskResu
     result = TaskResult(status="error", attempt_id=str(attempt), run_id=attempt.run_id, task_id=attempt.task_id,
                         attempt=attempt.attempt, repeat=attempt.repeat, benchmark_version=opts.benchmark_version,
                         agent=opts.agent, started_at=time.time())
-    write_record(result_dir / "attempt.json", lease_for_this_process(attempt, result_dir))
+    write_record(result_dir / LEASE_FILE, lease_for_this_process(attempt, result_dir))
 
     def record(state: AgentAttempt, failure: Failure | None) -> None:
         _fill(result, state, failure)
         result.phases = phases.phases
         result.finished_at = time.time()
         result.duration_sec = round(result.finished_at - result.started_at, 3)
-        write_record(result_dir / "meta.json", state.meta)
-        write_record(result_dir / "result.json", result)
+        write_record(result_dir / META_FILE, state.meta)
+        write_record(result_dir / RESULT_FILE, result)
 
     run_phases(state, PHASES, CLOSING, log_=phases, stops=stops or StopSignals(), record=record)
     return result

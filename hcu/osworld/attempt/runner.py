@@ -25,9 +25,9 @@ from typing import Generic, Protocol, TypeVar
 
 from hcu.osworld.attempt.background import in_background
 from hcu.osworld.attempt.failures import Failure, translate
-from hcu.osworld.attempt.interrupts import StopSignals, deadline
-from hcu.osworld.attempt.result import PhaseTiming
 from hcu.osworld.errors import FailureClass, PhaseTimeout
+from hcu.osworld.records.interrupts import StopSignals, deadline
+from hcu.osworld.records.result import PhaseTiming
 from hcu.record_io import write_json
 
 log = logging.getLogger("hcu.run_task")
@@ -53,7 +53,7 @@ class PhaseLog:
         self.phases: list[PhaseTiming] = []
         self.current: str | None = None
         self._on_change = on_change
-        self._admit = admit  # waits until the node admits the phase (queue/admission.py); not phase time
+        self._admit = admit  # waits until the node admits the phase (attempt/node_admission.py); not phase time
         self._abandoned: set[str] = set()
         self._lock = threading.RLock()  # alongside phases record from their own threads
 

@@ -24,11 +24,8 @@ from hcu.osworld.agents.base import COMPUTER_USE_PATH, DEFAULT_DESKTOP_ENV, McpS
 from hcu.osworld.attempt import guest_phases as guest
 from hcu.osworld.attempt.failures import Failure
 from hcu.osworld.attempt.guest_phases import AttemptState, GuestAttemptSettings
-from hcu.osworld.attempt.identity import AttemptId
-from hcu.osworld.attempt.interrupts import StopSignals
 from hcu.osworld.attempt.mcp_probe import ProbeReport
 from hcu.osworld.attempt.probe import check_mcp
-from hcu.osworld.attempt.result import PhaseTiming
 from hcu.osworld.attempt.runner import Phase, PhaseLog, run_phases
 from hcu.osworld.errors import (
     BootTimeout,
@@ -42,6 +39,9 @@ from hcu.osworld.guest.readiness import ReadinessStep
 from hcu.osworld.osworld_bridge.evaluate import EvalResult
 from hcu.osworld.osworld_bridge.process import OSWorldProcess
 from hcu.osworld.osworld_bridge.setup import SetupStepRecord
+from hcu.osworld.records.identity import AttemptId
+from hcu.osworld.records.interrupts import StopSignals
+from hcu.osworld.records.result import PhaseTiming
 from hcu.osworld.settings import SAFE_NAME, TimeoutSettings
 from hcu.record_io import Record, write_record
 

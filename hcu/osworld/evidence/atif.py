@@ -18,7 +18,6 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 SCHEMA_VERSION = "ATIF-v1.5"
-TRAJECTORY_NAME = "trajectory.json"
 STEPS_DIR = "steps"
 """The folder, inside the task folder, holding the step screenshots."""
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from hcu.osworld.agents.base import MCP_SERVER_NAME, AgentAdapter
-from hcu.osworld.attempt.agent_phase import TURN_EVENTS
+from hcu.osworld.records.layout import TURN_EVENTS
 
 TURN_NUMBER = re.compile(re.escape(TURN_EVENTS).replace(r"\{turn\}", r"(\d+)"))
 

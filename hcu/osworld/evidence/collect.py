@@ -14,8 +14,7 @@ import orjson
 from hcu.defaults import EVIDENCE
 from hcu.osworld.agents import get_adapter
 from hcu.osworld.agents.base import RESUME_PROMPT, AgentContext, Transcript
-from hcu.osworld.attempt.usage import usage_for_scope
-from hcu.osworld.evidence.atif import TRAJECTORY_NAME, Agent, FinalMetrics, Step, Trajectory
+from hcu.osworld.evidence.atif import Agent, FinalMetrics, Step, Trajectory
 from hcu.osworld.evidence.cli_trace import read_turns
 from hcu.osworld.evidence.cost import ModelPrice, price_table
 from hcu.osworld.evidence.generations import request_summary, scope_generations
@@ -24,6 +23,8 @@ from hcu.osworld.evidence.guest_fetch import TRANSCRIPT_NAME, bring_home
 from hcu.osworld.evidence.join import agent_steps
 from hcu.osworld.evidence.redact import Redactor
 from hcu.osworld.guest.api import GuestAPI
+from hcu.osworld.records.layout import TRAJECTORY_FILE
+from hcu.osworld.records.usage import usage_for_scope
 from hcu.record_io import write_atomic
 
 
@@ -91,7 +92,7 @@ def collect_evidence(
         },
     )
     trajectory = redactor.model(trajectory)
-    write_atomic(result_dir / TRAJECTORY_NAME,
+    write_atomic(result_dir / TRAJECTORY_FILE,
                  orjson.dumps(trajectory.model_dump(mode="json", exclude_none=True), option=orjson.OPT_INDENT_2))
     return trajectory
 

@@ -1,5 +1,5 @@
 """What a generation cost: the run's price table (`settings.ModelPrice` per model, USD per million tokens) applied
-to one token-log row by `hcu.osworld.attempt.cost`, the one pricing rule, so a step's cost and the attempt's
+to one token-log row by `hcu.osworld.records.cost`, the one pricing rule, so a step's cost and the attempt's
 result.json `cost_usd` agree. Unknown is never zero: a model without a price, or a generation without token
 counts, has no cost."""
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from hcu.gateway.tokenlog import TokenUsage
-from hcu.osworld.attempt.cost import usage_cost
+from hcu.osworld.records.cost import usage_cost
 from hcu.osworld.settings import ModelPrice
 
 __all__ = ["ModelPrice", "Prices", "generation_cost", "price_table"]

@@ -12,9 +12,9 @@ from pathlib import Path
 
 from hcu.gateway.restore import TRACKED as GENERATION_OUTCOMES
 from hcu.gateway.tokenlog import TokenLogRow, read_token_log
-from hcu.osworld.attempt.cost import cost_for_scope
 from hcu.osworld.evidence.atif import StepMetrics
 from hcu.osworld.evidence.cost import Prices, generation_cost
+from hcu.osworld.records.cost import cost_for_scope
 
 
 @dataclass

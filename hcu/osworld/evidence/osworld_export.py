@@ -26,11 +26,12 @@ from typing import Any
 import orjson
 from PIL import Image
 
-from hcu.osworld.attempt.result import TaskResult, result_if_readable
-from hcu.osworld.evidence.atif import TRAJECTORY_NAME, Step, Trajectory
+from hcu.osworld.evidence.atif import Step, Trajectory
 from hcu.osworld.evidence.cli_trace import computer_use_tool
 from hcu.osworld.evidence.recording import RECORDING_NAME
 from hcu.osworld.evidence.redact import Redactor
+from hcu.osworld.records.layout import RESULT_FILE, TRAJECTORY_FILE
+from hcu.osworld.records.result import TaskResult, result_if_readable
 from hcu.osworld.summary.rows import counted_score
 from hcu.record_io import write_atomic, write_atomic_chunks
 
@@ -58,7 +59,7 @@ def export_run(run_dir: Path, out: Path, *, action_space: str, observation_type:
     exported = []
     for task_dir in sorted(p for p in (run_dir / "tasks").iterdir() if p.is_dir()):
         raw = _raw_result(task_dir)
-        result = result_if_readable(task_dir / "result.json")
+        result = result_if_readable(task_dir / RESULT_FILE)
         repeat = int(raw.get("repeat") or _repeat_of(task_dir.name))
         name = model or (result.model if result else None) or "unknown-model"
         folder = out / action_space / observation_type / (name if repeat == 1 else f"{name}.r{repeat}")
@@ -72,7 +73,7 @@ def export_task(task_dir: Path, result: TaskResult | None, raw: dict, model_dir:
     task_id = (result.task_id if result else None) or task_dir.name.split(".r")[0]
     domain = (result.task_domain if result else None) or "unknown"
     dest = model_dir / domain / task_id
-    mode = (task_dir / "result.json").stat().st_mode & 0o777 if result else None
+    mode = (task_dir / RESULT_FILE).stat().st_mode & 0o777 if result else None
     writer = _Writer(dest, mode)
     score, withheld = counted_score(result) if result else (None, "no readable result.json")
     if score is None and result is not None and result.failure_classification:
@@ -142,14 +143,14 @@ def _clip(content: object) -> object:
 
 def _trajectory(task_dir: Path) -> Trajectory | None:
     try:
-        return Trajectory.model_validate_json((task_dir / TRAJECTORY_NAME).read_bytes())
+        return Trajectory.model_validate_json((task_dir / TRAJECTORY_FILE).read_bytes())
     except (FileNotFoundError, ValueError):
         return None
 
 
 def _raw_result(task_dir: Path) -> dict:
     try:
-        value = orjson.loads((task_dir / "result.json").read_bytes())
+        value = orjson.loads((task_dir / RESULT_FILE).read_bytes())
     except (FileNotFoundError, orjson.JSONDecodeError):
         return {}
     return value if isinstance(value, dict) else {}

@@ -24,8 +24,6 @@ import requests
 from pydantic import BaseModel, ConfigDict, Field
 
 from hcu.defaults import BENCHMARKS, GUEST
-from hcu.osworld.attempt import interrupts
-from hcu.osworld.attempt.identity import AttemptId
 from hcu.osworld.errors import ConfigurationError
 from hcu.osworld.guest import container_image, memory, readiness
 from hcu.osworld.guest import overlay as overlays
@@ -39,6 +37,8 @@ from hcu.osworld.guest.host import KVM_DEVICE, boots_with_kvm, check_kvm
 from hcu.osworld.guest.ports import CONTAINER_PORTS, GuestPorts
 from hcu.osworld.guest.progress import WaitNote
 from hcu.osworld.guest.readiness import Readiness, ReadinessStep
+from hcu.osworld.records import interrupts
+from hcu.osworld.records.identity import AttemptId
 from hcu.osworld.settings import SIZE, GuestSettings
 
 log = logging.getLogger(__name__)

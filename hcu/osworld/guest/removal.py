@@ -8,11 +8,11 @@ import contextlib
 import docker.errors
 from pydantic import BaseModel
 
-from hcu.osworld.attempt.identity import LABEL_ATTEMPT, LABEL_MANAGED, LABEL_REPEAT, LABEL_RUN_ID, LABEL_TASK_ID
 from hcu.osworld.guest import memory
 from hcu.osworld.guest import overlay as overlays
 from hcu.osworld.guest import ports as port_leases
 from hcu.osworld.guest.docker_engine import docker_client
+from hcu.osworld.records.identity import LABEL_ATTEMPT, LABEL_MANAGED, LABEL_REPEAT, LABEL_RUN_ID, LABEL_TASK_ID
 
 
 class CleanupReport(BaseModel):

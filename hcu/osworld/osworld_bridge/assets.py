@@ -28,10 +28,9 @@ from filelock import FileLock
 from pydantic import BaseModel, ConfigDict
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential
 
-from hcu import REPO_ROOT
-from hcu.osworld.tasks import TaskDefinition
+from hcu.defaults import ASSET_CACHE_DIR
+from hcu.osworld.osworld_bridge.tasks import TaskDefinition
 
-DEFAULT_ASSET_CACHE = REPO_ROOT / "assets"
 STAND_IN_MARKER = "STAND-INS.txt"
 """A cache holding generated stand-ins has this file at its root."""
 ASSET_MIRROR_ENV = "HCU_ASSET_MIRROR"
@@ -81,7 +80,7 @@ def _retryable(exc: BaseException) -> bool:
 class AssetCache(BaseModel):
     model_config = ConfigDict(frozen=True)
 
-    root: Path = DEFAULT_ASSET_CACHE
+    root: Path = ASSET_CACHE_DIR
     offline: bool = False
     mirror: str | None = None
     read_timeout_sec: float = 120.0
@@ -93,7 +92,7 @@ class AssetCache(BaseModel):
     def configured(cls, root: Path | None, *, offline: bool, mirror: str | None = None) -> AssetCache:
         """The cache a run configures; `mirror` defaults to `$HCU_ASSET_MIRROR`; a marked folder is a stand-in
         cache, and whatever runs on it is marked."""
-        root = root if root is not None else DEFAULT_ASSET_CACHE
+        root = root if root is not None else ASSET_CACHE_DIR
         return cls(
             root=root,
             offline=offline,

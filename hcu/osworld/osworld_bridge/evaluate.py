@@ -16,12 +16,12 @@ from typing import Any
 from pydantic import BaseModel
 
 from hcu.defaults import SETUP
-from hcu.osworld.attempt.result import EmptyGetter
 from hcu.osworld.errors import EvaluatorError
 from hcu.osworld.osworld_bridge.assets import AssetCache, is_url
 from hcu.osworld.osworld_bridge.process import OSWorldProcess
 from hcu.osworld.osworld_bridge.setup import place, run_steps
-from hcu.osworld.tasks import TaskDefinition
+from hcu.osworld.osworld_bridge.tasks import TaskDefinition
+from hcu.osworld.records.result import EmptyGetter
 
 DEFAULT_DEADLINE_SEC = 600.0
 

@@ -28,7 +28,7 @@ from hcu.osworld.errors import ConfigurationError, PhaseError
 from hcu.osworld.osworld_bridge.assets import AssetCache, AssetError
 from hcu.osworld.osworld_bridge.process import OSWorldCodeError, OSWorldProcess
 from hcu.osworld.osworld_bridge.protocol import mask, one_line
-from hcu.osworld.tasks import TaskDefinition
+from hcu.osworld.osworld_bridge.tasks import TaskDefinition
 from hcu.record_io import Record
 
 BROWSE_HISTORY_URL = ("https://huggingface.co/datasets/xlangai/ubuntu_osworld_file_cache/resolve/main/chrome/"

@@ -21,8 +21,8 @@ from pydantic import BeforeValidator, Field, ValidationError, field_validator, m
 from hcu import REPO_ROOT
 from hcu.defaults import AGENTS, GATEWAY
 from hcu.flags import Settings, describe_error
-from hcu.osworld.attempt.identity import ambiguous_task_id
 from hcu.osworld.osworld_bridge.assets import holds_stand_ins
+from hcu.osworld.records.identity import ambiguous_task_id
 from hcu.osworld.settings import SAFE_NAME, SIZE, AttemptSettings, absolute
 
 TUNABLE_KEYS = frozenset({"max_active_tasks", "launch_stagger_seconds", "expected_durations_from", "max_cost_usd"})

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import contextlib
 
-from hcu.osworld.attempt.identity import (
+from hcu.osworld.guest.docker_engine import docker_client
+from hcu.osworld.guest.removal import cleanup
+from hcu.osworld.records.identity import (
     LABEL_ATTEMPT,
     LABEL_MANAGED,
     LABEL_REPEAT,
@@ -12,8 +14,6 @@ from hcu.osworld.attempt.identity import (
     LABEL_TASK_ID,
     AttemptId,
 )
-from hcu.osworld.guest.docker_engine import docker_client
-from hcu.osworld.guest.removal import cleanup
 
 
 def run_attempts_with_containers(run_id: str) -> set[AttemptId]:

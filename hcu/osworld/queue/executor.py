@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from hcu.osworld.attempt.identity import AttemptId
 from hcu.osworld.queue.config import TaskSpec
 from hcu.osworld.queue.manifest import NodeInfo
 from hcu.osworld.queue.state import TaskView
 from hcu.osworld.queue.status import ActiveAttempt
+from hcu.osworld.records.identity import AttemptId
 
 
 class QueueRefused(Exception):

@@ -9,8 +9,6 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from subprocess import Popen
 
-from hcu.osworld.attempt.identity import AttemptId
-from hcu.osworld.attempt.lease import current_host
 from hcu.osworld.guest.host import check_host
 from hcu.osworld.queue.config import RunConfig, TaskSpec
 from hcu.osworld.queue.containers import cleanup_attempt, run_attempts_with_containers
@@ -19,6 +17,8 @@ from hcu.osworld.queue.launch import runner_args, spawn
 from hcu.osworld.queue.manifest import NodeInfo
 from hcu.osworld.queue.state import TaskView, runs_attempt
 from hcu.osworld.queue.status import ActiveAttempt
+from hcu.osworld.records.identity import AttemptId
+from hcu.osworld.records.lease import current_host
 
 
 class LocalExecutor:

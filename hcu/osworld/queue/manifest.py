@@ -21,12 +21,12 @@ from pydantic import BaseModel
 
 from hcu import REPO_ROOT
 from hcu.defaults import AGENTS
-from hcu.osworld.attempt.lease import current_host
 from hcu.osworld.errors import RETRY_POLICY, PhaseError
 from hcu.osworld.guest.container_image import resolve
 from hcu.osworld.guest.docker_engine import docker_client
 from hcu.osworld.osworld_bridge.process import OSWorldCodeError
 from hcu.osworld.queue.config import REPEAT_POLICY_TEXT, RunConfig, TaskSpec
+from hcu.osworld.records.lease import current_host
 from hcu.record_io import Record, sha256_of_file, write_json, write_record
 
 # What the manifest records as an `error` instead of an identity: an input it cannot look up here.
@@ -134,7 +134,7 @@ def git_revision(repo: Path) -> dict[str, Any]:
 
 def task_identity(config: RunConfig, task: TaskSpec) -> dict[str, Any]:
     """The task definition the runner will load (its own lookup), by path and sha256."""
-    from hcu.osworld.tasks import load_task
+    from hcu.osworld.osworld_bridge.tasks import load_task
 
     try:
         found = load_task(config.benchmark_version, task.id, config.domain_of(task), config.tasks_dir,
@@ -147,7 +147,7 @@ def task_identity(config: RunConfig, task: TaskSpec) -> dict[str, Any]:
 def task_file_hashes(config: RunConfig) -> dict[str, dict[str, Any]]:
     """Every task's identity. The checkout's V1 folder is looked up once (it asks an OSWorld process, ~0.1 s:
     per task, a 1,107-task campaign waited two minutes before its first launch)."""
-    from hcu.osworld.tasks import default_v1_tasks_dir
+    from hcu.osworld.osworld_bridge.tasks import default_v1_tasks_dir
 
     if config.benchmark_version == "v1" and config.tasks_dir is None:
         try:

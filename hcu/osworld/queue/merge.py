@@ -17,6 +17,7 @@ from pathlib import Path, PurePosixPath
 
 import orjson
 
+from hcu.osworld.records.layout import RESULT_FILE
 from hcu.record_io import write_atomic
 
 INCOMING = ".incoming"
@@ -87,7 +88,7 @@ def unpack_into(task_dir: Path, packed: bytes | None, shared: Path | None) -> No
         _extract(packed, incoming)
     elif shared is not None:
         shutil.copytree(shared, incoming, ignore=shutil.ignore_patterns(".*"))
-    entries = sorted(incoming.iterdir(), key=lambda entry: entry.name == "result.json")
+    entries = sorted(incoming.iterdir(), key=lambda entry: entry.name == RESULT_FILE)
     for entry in entries:
         target = task_dir / entry.name
         if target.is_dir() and not target.is_symlink():

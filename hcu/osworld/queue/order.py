@@ -16,10 +16,11 @@ from pathlib import Path
 
 import orjson
 
-from hcu.osworld.attempt.identity import repeat_key
-from hcu.osworld.attempt.result import result_if_readable
 from hcu.osworld.errors import policy_for
 from hcu.osworld.queue.config import RunConfig
+from hcu.osworld.records.identity import repeat_key
+from hcu.osworld.records.layout import RESULT_FILE
+from hcu.osworld.records.result import result_if_readable
 
 
 def earlier_runs(config: RunConfig) -> list[Path]:
@@ -46,7 +47,7 @@ def expected_durations(config: RunConfig) -> dict[str, float]:
     seen: dict[str, list[float]] = {}
     for run_dir in earlier_runs(config):
         for task_id in wanted:
-            result = result_if_readable(run_dir / "tasks" / task_id / "result.json")
+            result = result_if_readable(run_dir / "tasks" / task_id / RESULT_FILE)
             if result is None or result.duration_sec is None:
                 continue
             if not policy_for(result.failure_classification).retry:  # a retried attempt's time is not the task's

@@ -23,7 +23,6 @@ import orjson
 from filelock import FileLock, Timeout
 from pydantic import ValidationError
 
-from hcu.osworld.attempt.identity import AttemptId, split_repeat_key
 from hcu.osworld.errors import policy_for
 from hcu.osworld.queue.config import RunConfig, lowered_repeats
 from hcu.osworld.queue.executor import Executor, Lost, QueueRefused
@@ -34,6 +33,7 @@ from hcu.osworld.queue.order import LaunchQueue, expected_durations
 from hcu.osworld.queue.spend import SpendMeter, ceiling_message
 from hcu.osworld.queue.state import RetryNote, TaskView, read_retry_notes, scan_task
 from hcu.osworld.queue.status import ActiveAttempt, Finish, StatusView, render
+from hcu.osworld.records.identity import AttemptId, split_repeat_key
 from hcu.record_io import write_atomic, write_json, write_record
 
 DEFAULT_POLL_SEC = 5.0

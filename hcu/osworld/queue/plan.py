@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hcu.osworld.attempt.identity import repeat_key, split_repeat_key
 from hcu.osworld.queue.config import RunConfig
 from hcu.osworld.queue.launch import RUN_TASK, runner_args
 from hcu.osworld.queue.order import LaunchQueue, expected_durations
 from hcu.osworld.queue.panel import config_difference
 from hcu.osworld.queue.spend import SpendMeter, usd
 from hcu.osworld.queue.state import scan_task
+from hcu.osworld.records.identity import repeat_key, split_repeat_key
 
 
 def executor_plan(config: RunConfig) -> list[str]:

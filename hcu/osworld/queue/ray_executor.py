@@ -35,9 +35,8 @@ from ray.util import list_named_actors
 from ray.util.placement_group import PlacementGroup, placement_group_table
 
 from hcu.gateway.scope_secret import ScopeKeyError
-from hcu.osworld.attempt.identity import AttemptId
+from hcu.osworld.attempt.node_admission import NodeCaps
 from hcu.osworld.errors import ConfigurationError
-from hcu.osworld.queue.admission import NodeCaps
 from hcu.osworld.queue.config import RunConfig, TaskSpec
 from hcu.osworld.queue.executor import Lost, QueueRefused
 from hcu.osworld.queue.launch import RUN_TASK
@@ -49,6 +48,7 @@ from hcu.osworld.queue.ray_node import AttemptGone, attempt_name, node_agent, no
 from hcu.osworld.queue.ray_slots import SlotPool
 from hcu.osworld.queue.state import Placement, TaskView
 from hcu.osworld.queue.status import ActiveAttempt
+from hcu.osworld.records.identity import AttemptId
 from hcu.record_io import write_json, write_record
 
 STATUS_WAIT_SEC = 5.0

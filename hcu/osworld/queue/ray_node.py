@@ -30,11 +30,10 @@ from typing import Any
 
 import orjson
 
-from hcu.osworld.attempt.identity import AttemptId
+from hcu.osworld.attempt.node_admission import AdmissionSettings, NodeCaps
 from hcu.osworld.guest.host import check_host
 from hcu.osworld.guest.state_dir import state_dir
 from hcu.osworld.queue import keeper
-from hcu.osworld.queue.admission import AdmissionSettings, NodeCaps
 from hcu.osworld.queue.config import RunConfig
 from hcu.osworld.queue.containers import cleanup_attempt, run_attempts_with_containers
 from hcu.osworld.queue.keeper import die_with_parent
@@ -43,6 +42,7 @@ from hcu.osworld.queue.manifest import NodeInfo
 from hcu.osworld.queue.merge import pack_attempt, scope_rows
 from hcu.osworld.queue.node_gateway import NodeGatewayProcess, without_upstream_credentials
 from hcu.osworld.queue.node_key import ShippedKey, node_key_file, remove_key
+from hcu.osworld.records.identity import AttemptId
 
 NODE_LABEL = "hcu/node"
 """A node's name in manifests and status (`ray start --labels hcu/node=gpu-host-07`)."""

@@ -2,7 +2,7 @@
 
 Every poll reads only the bytes added since the last one (complete lines; a torn last line waits for its end),
 keeps the rows of this run's attempt scopes (a gateway shared with other runs logs theirs too) and prices them
-with the run's `prices` (attempt/cost.py). Rows that cannot be priced (a model without a price) are not in the
+with the run's `prices` (records/cost.py). Rows that cannot be priced (a model without a price) are not in the
 spend; the status says how many there are. With the ray executor and node gateways, an attempt's rows reach the
 run's token log when its results come home, so the spend of attempts still running on nodes shows up then.
 """
@@ -12,9 +12,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from hcu.osworld.attempt.cost import Cost, token_rows
-from hcu.osworld.attempt.identity import attempt_of_scope
 from hcu.osworld.queue.config import RunConfig
+from hcu.osworld.records.cost import Cost, token_rows
+from hcu.osworld.records.identity import attempt_of_scope
 
 
 def usd(value: float) -> str:

@@ -19,10 +19,11 @@ from typing import Literal
 import orjson
 from pydantic import ValidationError
 
-from hcu.osworld.attempt.identity import repeat_key
-from hcu.osworld.attempt.lease import AttemptLease, current_host
-from hcu.osworld.attempt.result import TaskResult, result_if_readable
 from hcu.osworld.errors import MAX_ATTEMPTS, policy_for
+from hcu.osworld.records.identity import repeat_key
+from hcu.osworld.records.layout import LEASE_FILE, RESULT_FILE
+from hcu.osworld.records.lease import AttemptLease, current_host
+from hcu.osworld.records.result import TaskResult, result_if_readable
 from hcu.record_io import Record, read_record
 
 TaskState = Literal["pending", "active", "placed", "finished", "interrupted", "infra_failed", "config_failed",
@@ -149,7 +150,7 @@ def scan_task(run_dir: Path, task_id: str, repeat: int = 1) -> TaskView:
     if not task_dir.is_dir():
         view.state = "exhausted" if attempt > MAX_ATTEMPTS else "pending"
         return view
-    view.result = result_if_readable(task_dir / "result.json")
+    view.result = result_if_readable(task_dir / RESULT_FILE)
     if view.result is not None:
         policy = policy_for(view.result.failure_classification)
         if policy.stop_queue:
@@ -163,7 +164,7 @@ def scan_task(run_dir: Path, task_id: str, repeat: int = 1) -> TaskView:
     if view.placement is not None:
         view.state = "placed"
         return view
-    view.lease = read_lease(task_dir / "attempt.json")
+    view.lease = read_lease(task_dir / LEASE_FILE)
     if view.lease is not None and view.lease.host != current_host():
         view.state = "foreign"
         return view

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import orjson
 
-from hcu.osworld.attempt.identity import repeat_key
+from hcu.osworld.records.identity import repeat_key
+from hcu.osworld.records.layout import LEASE_FILE
 
 RECENT_FINISHES = 10
 
@@ -64,7 +65,7 @@ def read_phase(result_dir: Path) -> tuple[str, float | None]:
         return str(progress["phase"]), float(progress["since"])
     except (FileNotFoundError, orjson.JSONDecodeError, KeyError, TypeError, ValueError):
         pass
-    return ("running" if (result_dir / "attempt.json").exists() else "launching"), None
+    return ("running" if (result_dir / LEASE_FILE).exists() else "launching"), None
 
 
 def _age(seconds: float) -> str:

@@ -11,7 +11,7 @@ from typing import Any
 from hcu.defaults import GUEST
 from hcu.osworld.osworld_bridge.assets import cache_path, is_url
 from hcu.osworld.osworld_bridge.setup import BROWSE_HISTORY_URL
-from hcu.osworld.tasks import TaskDefinition
+from hcu.osworld.osworld_bridge.tasks import TaskDefinition
 
 DEADLINE_SEC = 120.0
 

@@ -15,8 +15,8 @@ from filelock import FileLock
 from hcu import REPO_ROOT
 from hcu.osworld.osworld_bridge.assets import LOCKS_DIR, STAND_IN_MARKER, AssetCache, AssetError, holds_stand_ins
 from hcu.osworld.osworld_bridge.process import child_env, resolve_python
+from hcu.osworld.osworld_bridge.tasks import TaskDefinition
 from hcu.osworld.stand_ins import plan
-from hcu.osworld.tasks import TaskDefinition
 
 DEFAULT_STAND_IN_CACHE = REPO_ROOT / "assets-stand-ins"
 GENERATOR = Path(__file__).parent

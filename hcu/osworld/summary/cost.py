@@ -1,6 +1,6 @@
 """What a run cost in USD: per task, for retried attempts apart, and per validly graded result.
 
-Each attempt's cost is what its result.json says (attempt/cost.py prices its token-log rows), or, for an attempt
+Each attempt's cost is what its result.json says (records/cost.py prices its token-log rows), or, for an attempt
 set aside without a result, what the queue priced its rows at (retry.json). A sum that includes one unknown
 attempt is unknown (None), never a partial figure passed off as the whole: summary.json says how many attempts
 were unknown and why that can be.

@@ -18,9 +18,10 @@ import orjson
 from pydantic import ValidationError
 
 from hcu.osworld import errors
-from hcu.osworld.attempt.identity import repeat_key
-from hcu.osworld.attempt.result import TaskResult, Usage
 from hcu.osworld.queue.config import RunConfig
+from hcu.osworld.records.identity import repeat_key
+from hcu.osworld.records.layout import LEASE_FILE, RESULT_FILE
+from hcu.osworld.records.result import TaskResult, Usage
 
 STATUS_CLASSES = {"evaluator_error": "evaluator", "error": "runner"}
 """The class a result without `failure_classification` is read as (a reference-only result.json)."""
@@ -107,7 +108,7 @@ def _duration(result: TaskResult) -> float | None:
 def attempt_row(config: RunConfig, tasks_dir: str, index: int, repeat: int, retries: Counter[str]) -> AttemptRow:
     task = config.tasks[index]
     key = repeat_key(task.id, repeat)
-    result, status = read_result_and_status(os.path.join(tasks_dir, key, "result.json"))
+    result, status = read_result_and_status(os.path.join(tasks_dir, key, RESULT_FILE))
     current = result is not None or os.path.isdir(os.path.join(tasks_dir, key))
     domain = config.domain_of(task) or (result.task_domain if result else None) or "unknown"
     row = AttemptRow(task_id=task.id, domain=domain, stratum=task.stratum or "", status=status,
@@ -170,14 +171,14 @@ def read_retried(entry: os.DirEntry[str]) -> RetriedAttempt:
     """Class, length, usage and cost of a set-aside attempt: from its result.json, else its lease and retry
     note."""
     base = Path(entry.path)
-    result, _ = read_result_and_status(os.path.join(entry.path, "result.json"))
+    result, _ = read_result_and_status(os.path.join(entry.path, RESULT_FILE))
     complete = result is not None and failure_class(result) and result.cost_usd is not None
     if complete and result is not None and (seconds := _duration(result)) is not None:
         return RetriedAttempt(entry.name, str(failure_class(result)), seconds, result.usage, result.cost_usd)
     note = _json_or_empty(base / "retry.json")
     seconds = _duration(result) if result is not None else None
     if seconds is None:
-        started, moved = _json_or_empty(base / "attempt.json").get("started_at"), note.get("moved_at")
+        started, moved = _json_or_empty(base / LEASE_FILE).get("started_at"), note.get("moved_at")
         if isinstance(started, (int, float)) and isinstance(moved, (int, float)):
             seconds = moved - started
     cls = (failure_class(result) if result is not None else None) or note.get("failure_classification")

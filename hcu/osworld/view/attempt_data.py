@@ -12,7 +12,8 @@ from typing import Any, Literal
 import orjson
 from pydantic import ValidationError
 
-from hcu.osworld.evidence.atif import TRAJECTORY_NAME, Trajectory
+from hcu.osworld.evidence.atif import Trajectory
+from hcu.osworld.records.layout import TRAJECTORY_FILE
 from hcu.osworld.view.data import AttemptRow, RunData
 from hcu.osworld.view.paths import REFUSED_DIRS, PathRefused, check_relative
 
@@ -115,19 +116,19 @@ def _servable(relative: str) -> bool:
 
 
 def _trajectory(run: RunData, folder: str) -> tuple[Trajectory | None, str | None]:
-    path = run.run_dir / folder / TRAJECTORY_NAME
+    path = run.run_dir / folder / TRAJECTORY_FILE
     try:
         body = orjson.loads(path.read_bytes())
     except FileNotFoundError:
-        return None, f"no {TRAJECTORY_NAME} in {folder}/ (recorded by runs with step evidence on)"
+        return None, f"no {TRAJECTORY_FILE} in {folder}/ (recorded by runs with step evidence on)"
     except (OSError, orjson.JSONDecodeError) as exc:
-        return None, f"{TRAJECTORY_NAME} is not JSON ({type(exc).__name__})"
+        return None, f"{TRAJECTORY_FILE} is not JSON ({type(exc).__name__})"
     try:
         return Trajectory.model_validate(run.redactor.value(body)), None
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"])
-        return None, f"{TRAJECTORY_NAME} does not read as ATIF: {where}: {first['msg']}"
+        return None, f"{TRAJECTORY_FILE} does not read as ATIF: {where}: {first['msg']}"
 
 
 def _events(run: RunData, folder: str) -> list[dict[str, Any]]:

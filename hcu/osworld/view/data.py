@@ -18,7 +18,8 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
-from hcu.osworld.attempt.result import TaskResult
+from hcu.osworld.records.layout import RESULT_FILE
+from hcu.osworld.records.result import TaskResult
 from hcu.osworld.summary.rows import counted_score, failure_class
 from hcu.osworld.view.redact import Redactor
 
@@ -220,7 +221,7 @@ class RunData:
 
     def _row_from_result(self, folder: str, row: AttemptRow) -> tuple[AttemptRow, float | None]:
         """`row` filled from the folder's result.json (validated once per version of the file), and its mtime."""
-        path = os.path.join(folder, "result.json")
+        path = os.path.join(folder, RESULT_FILE)
         try:
             stat = os.stat(path)
         except FileNotFoundError:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from hcu.osworld.records.layout import LEASE_FILE, RESULT_FILE
 from hcu.osworld.view.attempt_data import AttemptDetail
 from hcu.osworld.view.data import RunData, repeat_key
 from hcu.osworld.view.html import (
@@ -163,7 +164,7 @@ def retried(detail: AttemptDetail, links: Links, side: Side) -> str:
 
 
 def records(detail: AttemptDetail) -> str:
-    named = [("result.json", detail.result), ("attempt.json", detail.lease),
+    named = [(RESULT_FILE, detail.result), (LEASE_FILE, detail.lease),
              ("retry.json", detail.retry_note)]
     return "".join(details(esc(name), json_block(value)) for name, value in named if value is not None)
 

@@ -28,12 +28,29 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import orjson
+from pydantic import Field
 
-from hcu.osworld.settings import ModelPrice
+from hcu.flags import Settings
 
 PER_TOKEN = 1e-6
 """Prices are per million tokens."""
 NO_MODEL = "(no model)"
+
+
+
+class ModelPrice(Settings):
+    """What one model costs under the user's contract, in USD per million tokens (hcu ships no prices: they
+    differ per contract and change)."""
+
+    input_usd_per_mtok: float = Field(ge=0)
+    """Input that was not read from the provider's prompt cache."""
+    cached_input_usd_per_mtok: float = Field(ge=0)
+    """Input read from the prompt cache."""
+    output_usd_per_mtok: float = Field(ge=0)
+    """Everything generated, reasoning included."""
+    cache_write_usd_per_mtok: float | None = Field(default=None, ge=0)
+    """Input written to the prompt cache: Anthropic bills it apart, so an Anthropic model needs it and no other
+    model takes it."""
 
 
 def usage_cost(usage: Mapping[str, object], price: ModelPrice) -> float | None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from hcu.gateway.restore import TRACKED as GENERATION_OUTCOMES
 from hcu.gateway.tokenlog import read_token_log
-from hcu.osworld.attempt.result import Usage
+from hcu.osworld.records.result import Usage
 
 
 def usage_for_scope(token_log: Path, scope: str) -> Usage | None:

@@ -8,7 +8,7 @@ import socket
 import time
 from pathlib import Path
 
-from hcu.osworld.attempt.identity import AttemptId
+from hcu.osworld.records.identity import AttemptId
 from hcu.record_io import Record
 
 

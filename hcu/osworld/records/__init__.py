@@ -1,0 +1,3 @@
+"""The attempt's vocabulary, at the bottom of hcu.osworld: its identity (`identity`), the records it leaves
+(`result`, `lease`, `layout`), what its model calls cost and used (`cost`, `usage`) and the signals that end it
+(`interrupts`). Every other room reads these; this room imports nothing of hcu.osworld above it."""
