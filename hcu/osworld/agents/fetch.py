@@ -49,26 +49,28 @@ def is_current(artifact: Artifact, dest: Path) -> bool:
     return path.is_file() and path.stat().st_size > 0 and stamp.is_file() and stamp.read_text() == artifact.version
 
 
-def run_bounded(argv: list[str], cwd: Path) -> str:
-    """Run a download command under DOWNLOAD_TIMEOUT_SEC; its stdout, or FetchError with its last words."""
+def run_bounded(what: str, argv: list[str], cwd: Path) -> str:
+    """Run a download command (`what` names it in errors) under DOWNLOAD_TIMEOUT_SEC; its stdout, or FetchError
+    with its last words."""
     try:
         done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=DOWNLOAD_TIMEOUT_SEC,
                               stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
-        raise FetchError(f"{argv[0]} did not finish in {DOWNLOAD_TIMEOUT_SEC:.0f}s: {' '.join(argv[1:])}") from None
+        raise FetchError(f"{what} did not finish in {DOWNLOAD_TIMEOUT_SEC:.0f}s") from None
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise FetchError(f"{' '.join(argv[:3])} failed ({done.returncode}): {last}")
+        raise FetchError(f"{what} failed (exit {done.returncode}): {last}")
     return done.stdout
 
 
 def download(artifact: Artifact, work: Path) -> Path:
     """The package (npm's tarball, or the wheel) in `work`."""
     if artifact.source == "npm":
-        out = run_bounded(["npm", "pack", "--silent", "--ignore-scripts", artifact.spec], work)
-        return work / out.strip().splitlines()[-1]
-    run_bounded([sys.executable, "-m", "pip", "download", "-q", "--timeout", str(PIP_SOCKET_TIMEOUT_SEC),
-                 "--no-deps", "--only-binary=:all:", "--dest", str(work), artifact.spec], work)
+        argv = ["npm", "pack", "--silent", "--ignore-scripts", artifact.spec]
+        return work / run_bounded(f"npm pack {artifact.spec}", argv, work).strip().splitlines()[-1]
+    argv = [sys.executable, "-m", "pip", "download", "-q", "--timeout", str(PIP_SOCKET_TIMEOUT_SEC), "--no-deps",
+            "--only-binary=:all:", "--dest", str(work), artifact.spec]
+    run_bounded(f"pip download {artifact.spec}", argv, work)
     wheels = sorted(work.glob("*.whl"))
     if not wheels:
         raise FetchError(f"pip download {artifact.spec} left no wheel")
