@@ -20,7 +20,7 @@ ADAPTERS: dict[str, type[AgentAdapter]] = {adapter.cli.name: adapter for adapter
     GrokBuildAdapter,
 )}
 AGENT_NAMES: tuple[str, ...] = tuple(ADAPTERS)
-AgentName = Literal[AGENT_NAMES]  # type: ignore[valid-type]
+AgentName = Literal[AGENT_NAMES]  # type: ignore[valid-type]  # made from the registry: a Literal at run time
 """A registered agent's name: pydantic refuses any other with the list of names."""
 
 INHERITED_PATHS: tuple[str, ...] = tuple(sorted({*SHELL_INHERITED_PATHS, *(
