@@ -63,6 +63,7 @@ def test_declared_files_land_stamped_and_indexed(tmp_path: Path, capsys: pytest.
     fetch_all(recipes(tmp_path, "1.0.0"), dest)
     assert (dest / "tool").read_bytes() == b"tool 1.0.0" and (dest / "wheel-tool").read_bytes() == b"wheel tool 1.0.0"
     assert stat.S_IMODE((dest / "tool").stat().st_mode) == 0o755
+    assert {stat.S_IMODE((dest / name).stat().st_mode) for name in ("agents.json", ".tool.version")} == {0o644}
     kept = dest / "tool.tgz"
     assert stat.S_IMODE(kept.stat().st_mode) == 0o644 and kept.read_bytes()[:2] == b"\x1f\x8b"  # gzip, as packed
     index = orjson.loads((dest / "agents.json").read_bytes())

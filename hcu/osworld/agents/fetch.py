@@ -39,6 +39,12 @@ class FetchError(Exception):
     """A package could not be fetched or lacks the declared file; one line."""
 
 
+def write_readable(path: Path, data: bytes) -> None:
+    """Write atomically, readable by all like the fetched files (a Ray node or a container may read them)."""
+    write_atomic(path, data)
+    path.chmod(0o644)
+
+
 def stamp_of(dest: Path, name: str) -> Path:
     return dest / f".{name}.version"
 
@@ -112,7 +118,7 @@ def fetch_one(artifact: Artifact, dest: Path, work: Path) -> None:
         take_member(package, artifact, staged)
     staged.chmod(artifact.mode)
     os.replace(staged, dest / artifact.name)
-    write_atomic(stamp_of(dest, artifact.name), artifact.version.encode())
+    write_readable(stamp_of(dest, artifact.name), artifact.version.encode())
     print(f"{PREFIX}: {artifact.name} {artifact.version}", flush=True)
 
 
@@ -121,7 +127,7 @@ def write_index(artifacts: Iterable[Artifact], dest: Path) -> None:
     index = {artifact.name: {"version": stamp_of(dest, artifact.name).read_text(),
                              "sha256": sha256_of_file(dest / artifact.name),
                              "size": (dest / artifact.name).stat().st_size} for artifact in artifacts}
-    write_atomic(dest / INDEX, orjson.dumps(index, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n")
+    write_readable(dest / INDEX, orjson.dumps(index, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n")
     print(f"{PREFIX}: wrote {dest / INDEX}", flush=True)
 
 
