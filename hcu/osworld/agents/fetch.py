@@ -40,7 +40,7 @@ class FetchError(Exception):
 
 
 def write_readable(path: Path, data: bytes) -> None:
-    """Write atomically, readable by all like the fetched files (a Ray node or a container may read them)."""
+    """Write atomically, readable by all, as the fetched files are."""
     write_atomic(path, data)
     path.chmod(0o644)
 
