@@ -61,7 +61,7 @@ qemu-guest: host test-desktop
 build-local: setup
 	bash scripts/build-computer-use.sh artifacts/computer-use
 
-## agents: the four agent CLIs into artifacts/ from npm and PyPI
+## agents: every registered agent CLI's files into artifacts/ from npm and PyPI (the adapters declare them)
 agents: host setup
 	bash scripts/fetch-agents.sh artifacts
 

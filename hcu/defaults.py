@@ -1,7 +1,9 @@
-"""Every default hcu runs with: per agent, per benchmark version, for guests and for the gateways.
+"""Every default hcu runs with: per benchmark version, for guests, setup, evidence and the gateways.
 
 Registries read by the flags, the run config, the agent adapters, the guest, the gateways and the manifest alike,
-so a default is written here once.
+so a default is written here once. What belongs to one agent CLI (its model, effort and files) is declared by its
+adapter (`hcu.osworld.agents`), what belongs to one provider (its gateway's port and variables) by its descriptor
+(`hcu.gateway.descriptors`).
 """
 
 from __future__ import annotations
@@ -12,38 +14,10 @@ from pydantic import BaseModel, ConfigDict
 
 from hcu import REPO_ROOT
 
-AgentName = Literal["codex", "claude-code", "gemini-cli", "grok-build"]
-Provider = Literal["openai", "anthropic", "gemini"]
 BenchmarkVersion = Literal["v1", "v2"]
 
 ASSET_CACHE_DIR = REPO_ROOT / "assets"
 """Where task files downloaded for setup and evaluation are cached (`asset_cache`)."""
-
-
-class AgentDefaults(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-    provider: Provider
-    """Which gateway the agent's CLI talks to."""
-    model: str
-    effort: str
-    gateway_port: int
-    """The gateway's port on the Docker bridge when the run names no gateway."""
-    artifacts: tuple[str, ...]
-    """Files in artifacts/ the agent uploads into the guest (scripts/fetch-agents.sh puts them there); the
-    first is the CLI itself."""
-
-
-AGENTS: dict[AgentName, AgentDefaults] = {
-    "codex": AgentDefaults(provider="openai", model="gpt-5.5", effort="xhigh", gateway_port=8611,
-                           artifacts=("codex",)),
-    "claude-code": AgentDefaults(provider="anthropic", model="claude-opus-5", effort="xhigh", gateway_port=8537,
-                                 artifacts=("claude-code",)),
-    "gemini-cli": AgentDefaults(provider="gemini", model="gemini-3.8-flash", effort="high", gateway_port=8571,
-                                artifacts=("gemini-cli.tgz", "node")),
-    "grok-build": AgentDefaults(provider="openai", model="grok-4.7", effort="xhigh", gateway_port=8611,
-                                artifacts=("grok",)),
-}
 
 
 class BenchmarkDefaults(BaseModel):

@@ -1,5 +1,6 @@
 """The repository's own rules, checked: no import cycles in hcu (lazy and type-checking imports included), no
-citation of files outside the repository or of issue numbers, a README a newcomer reads in five minutes."""
+citation of files outside the repository or of issue numbers, a README a newcomer reads in five minutes, and one
+place per kind of knowledge (an agent CLI named only by its adapter, a provider's variables only by its gateway)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import re
 from pathlib import Path
 
 from hcu import REPO_ROOT
+from hcu.gateway.descriptors import PROVIDERS
+from hcu.osworld.agents import AGENT_NAMES, MANAGED_CONFIG
 
 PACKAGE = REPO_ROOT / "hcu"
 CITATION = re.compile(r"\.\./shared|OSWORLD\.md|ten-problems|DESIGN\.md|\bnotes/[a-z-]+\.md|\bissue \d+|\bissue #\d+")
@@ -122,3 +125,31 @@ def test_the_readme_is_a_front_page_and_its_links_lead_somewhere() -> None:
     assert len(readme.splitlines()) <= 200
     links = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", readme)
     assert links and [link for link in links if not (REPO_ROOT / link).exists()] == []
+
+
+def files_naming(names: list[str], outside: Path, root: Path = PACKAGE) -> list[str]:
+    """Python files under `root`, apart from those under `outside`, whose text (code, docstrings or comments) names
+    one of `names` as a whole word."""
+    word = re.compile(r"(?<![\w-])(" + "|".join(map(re.escape, names)) + r")(?![\w-])")
+    return sorted(str(path.relative_to(root)) for path in root.rglob("*.py")
+                  if not path.is_relative_to(outside) and word.search(path.read_text()))
+
+
+def test_only_its_adapter_names_an_agent_cli() -> None:
+    """Settings, defaults, isolation, the manifest and the evidence read the agent registry instead."""
+    assert files_naming([*AGENT_NAMES, *MANAGED_CONFIG], PACKAGE / "osworld" / "agents") == []
+
+
+def test_only_the_gateway_names_a_provider_s_variables() -> None:
+    """Node gateways, the stand-in, the run config, redaction and adapters read the provider descriptors."""
+    variables = [name for p in PROVIDERS.values() for name in (*p.credential_env, p.base_env) if name]
+    assert files_naming(variables, PACKAGE / "gateway") == []
+
+
+def test_files_naming_finds_a_name_as_a_word_only(tmp_path: Path) -> None:
+    (tmp_path / "agents").mkdir()
+    texts = {"word.py": "run('codex')", "comment.py": "# codex kills it", "prefix.py": "codex-like = codex_home",
+             "agents/own.py": "NAME = 'codex'"}
+    for name, text in texts.items():
+        (tmp_path / name).write_text(text)
+    assert files_naming(["codex", "/etc/codex"], tmp_path / "agents", tmp_path) == ["comment.py", "word.py"]

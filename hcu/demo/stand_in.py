@@ -18,13 +18,13 @@ from pathlib import Path
 
 import requests
 
-from hcu.defaults import AGENTS, GATEWAY
+from hcu.defaults import GATEWAY
+from hcu.gateway.descriptors import ProviderDescriptor
+from hcu.osworld.agents import agent_cli
 from hcu.osworld.guest.bridge import bridge_address
 
 STAND_IN_TOKEN = "scripted-upstream-token"
 """The 'real' credential the gateway adds for the scripted upstream; tests check it never reaches a guest."""
-GATEWAY_MODULES = {"openai": "hcu.gateway.openai_proxy", "anthropic": "hcu.gateway.anthropic_proxy",
-                   "gemini": "hcu.gateway.gemini_proxy"}
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,7 @@ def scripted_stack(agent: str, policies: Path, *, token_log: Path, max_model_cal
                    scope_key_file: Path | None = None) -> Iterator[StandIn]:
     """Start the policy upstream and the agent's gateway (with per-task secrets under `scope_key_file`);
     stop both on exit."""
-    provider = AGENTS[agent].provider
+    provider = agent_cli(agent).provider
     host = bridge_address()
     up_port, gw_port = free_port(), gateway_port or free_port(host)
     upstream_url = f"http://127.0.0.1:{up_port}"
@@ -90,23 +90,15 @@ def _stop(proc: subprocess.Popen) -> None:
         proc.wait()
 
 
-def _gateway_command(provider: str, host: str, port: int, up_port: int, token_log: Path, max_calls: int,
-                     max_wait: float, scope_key_file: Path | None) -> tuple[list[str], dict[str, str]]:
-    argv = [sys.executable, "-m", GATEWAY_MODULES[provider], "--host", host, "--out", str(token_log),
+def _gateway_command(provider: ProviderDescriptor, host: str, port: int, up_port: int, token_log: Path,
+                     max_calls: int, max_wait: float, scope_key_file: Path | None) -> tuple[list[str], dict[str, str]]:
+    argv = [sys.executable, "-m", provider.module, "--host", host, "--out", str(token_log),
             "--max-requests-per-task", str(max_calls), "--rate-limit-max-wait", str(max_wait)]
     if scope_key_file is not None:
         argv += ["--scope-key-file", str(scope_key_file)]
-    env = dict(os.environ)
-    if provider == "openai":
-        argv += ["--ports", str(port), "--upstreams", f"127.0.0.1:{up_port}", "--upstream-kind", "openai",
-                 "--upstream-scheme", "http"]
-        env["OSW_OPENAI_UPSTREAM_TOKEN"] = STAND_IN_TOKEN
-    else:
-        argv += ["--port", str(port)]
-        prefix = "OSW_ANTHROPIC" if provider == "anthropic" else "OSW_GEMINI"
-        env[f"{prefix}_UPSTREAM_BASE"] = f"http://127.0.0.1:{up_port}"
-        env[f"{prefix}_UPSTREAM_TOKEN"] = STAND_IN_TOKEN
-    return argv, env
+    upstream_flags, upstream_env = provider.upstream_at(f"http://127.0.0.1:{up_port}", STAND_IN_TOKEN)
+    argv += [provider.port_flag, str(port), *upstream_flags]
+    return argv, {**os.environ, **upstream_env}
 
 
 def _spawn(argv: list[str], log: Path, env: dict[str, str] | None = None) -> subprocess.Popen:

@@ -13,6 +13,7 @@ import orjson
 
 from hcu.gateway import cli
 from hcu.gateway.credentials import StaticCredential
+from hcu.gateway.descriptors import ANTHROPIC
 from hcu.gateway.provider import Provider, Signal, StreamWatch, Verdict, as_dict, as_int, as_str, loads_or_none
 from hcu.gateway.routes import route
 from hcu.gateway.tokenlog import TokenUsage
@@ -71,7 +72,7 @@ class AnthropicWatch(StreamWatch):
 
 
 class AnthropicProvider(Provider):
-    name = "anthropic"
+    name = ANTHROPIC.name
     routes = ROUTES
     query_params = {"beta": None}
     rate_limit_statuses = frozenset({429, 529})
@@ -100,8 +101,8 @@ class AnthropicProvider(Provider):
 
 def main(argv: Sequence[str] | None = None) -> None:
     cli.serve_one_upstream(
-        "hcu.gateway.anthropic_proxy", argv, base_env="OSW_ANTHROPIC_UPSTREAM_BASE", default_base=None,
-        token_env="OSW_ANTHROPIC_UPSTREAM_TOKEN",
+        ANTHROPIC.module, argv, base_env=ANTHROPIC.base_env, default_base=ANTHROPIC.default_base,
+        token_env=ANTHROPIC.token_env,
         provider=lambda token, scheme, path: AnthropicProvider(StaticCredential("x-api-key", token), scheme, path),
     )
 

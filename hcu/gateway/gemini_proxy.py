@@ -15,11 +15,11 @@ import orjson
 from hcu.gateway import cli
 from hcu.gateway.backoff import parse_duration
 from hcu.gateway.credentials import StaticCredential
+from hcu.gateway.descriptors import GEMINI
 from hcu.gateway.provider import Provider, Signal, StreamWatch, Verdict, as_dict, as_int, as_str, loads_or_none
 from hcu.gateway.routes import route
 from hcu.gateway.tokenlog import TokenUsage
 
-DEFAULT_BASE = "https://generativelanguage.googleapis.com"
 RETRY_INFO = "type.googleapis.com/google.rpc.RetryInfo"
 _MODEL = re.compile(r"models/([^/:]+):")
 ROUTES = (
@@ -74,7 +74,7 @@ class GeminiWatch(StreamWatch):
 
 
 class GeminiProvider(Provider):
-    name = "gemini"
+    name = GEMINI.name
     routes = ROUTES
     query_params = {"alt": frozenset({"sse"})}
     """`alt=sse` is what the SDK and Gemini CLI stream with; `alt=proto` answers are not JSON, so the gateway
@@ -108,8 +108,7 @@ class GeminiProvider(Provider):
 
 def main(argv: Sequence[str] | None = None) -> None:
     cli.serve_one_upstream(
-        "hcu.gateway.gemini_proxy", argv, base_env="OSW_GEMINI_UPSTREAM_BASE", default_base=DEFAULT_BASE,
-        token_env="OSW_GEMINI_UPSTREAM_TOKEN",
+        GEMINI.module, argv, base_env=GEMINI.base_env, default_base=GEMINI.default_base, token_env=GEMINI.token_env,
         provider=lambda token, scheme, path: GeminiProvider(StaticCredential("x-goog-api-key", token), scheme, path),
     )
 

@@ -24,13 +24,14 @@ import orjson
 from hcu.gateway import cli
 from hcu.gateway.body_json import field
 from hcu.gateway.credentials import AzureTokenCredential, Credential, StaticCredential
+from hcu.gateway.descriptors import OPENAI
 from hcu.gateway.options import OpenAIOptions
 from hcu.gateway.pool import Upstream, parse_upstreams
 from hcu.gateway.provider import Provider, Signal, StreamWatch, Verdict, as_dict, as_int, as_str, loads_or_none
 from hcu.gateway.routes import route
 from hcu.gateway.tokenlog import TokenUsage
 
-TOKEN_ENV = "OSW_OPENAI_UPSTREAM_TOKEN"
+TOKEN_ENV = OPENAI.token_env
 ROUTES = (
     route("POST", "v1/responses"),
     route("POST", "v1/chat/completions"),
@@ -146,7 +147,7 @@ class OpenAIWatch(StreamWatch):
 
 
 class OpenAIProvider(Provider):
-    name = "openai"
+    name = OPENAI.name
     routes = ROUTES
     query_params = {"api-version": None}
     refused_body_flags = ("background",)
@@ -198,7 +199,7 @@ class OpenAIProvider(Provider):
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    shell = cli.Shell("hcu.gateway.openai_proxy", OpenAIOptions)
+    shell = cli.Shell(OPENAI.module, OpenAIOptions)
     opts = shell.parse(argv)
     token = opts.upstream_token or os.environ.get(TOKEN_ENV, "").strip()
     if opts.upstream_kind == "openai" and not token:

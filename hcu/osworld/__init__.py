@@ -3,14 +3,16 @@
 - `run_task`, `run_queue`, `setup_canary`, `canary_sweep`, `summarize`, `cleanup`, `evaluator_check`, `export`:
   the `python -m hcu.osworld.<command>` shells.
 - `settings.py` (the fields that are both run_task's flags and a run config's keys; every default is in
-  `hcu/defaults.py`), `errors.py` (the one error-policy table: what is retried, scored or withheld).
+  `hcu/defaults.py` or, for one agent, in its adapter's declaration), `errors.py` (the one error-policy table:
+  what is retried, scored or withheld).
 - `records/`: the attempt's vocabulary at the bottom (identity, result.json, the lease, file names, cost and
   usage, the signals that end an attempt); it imports nothing above it, and no two rooms import each other.
 - `guest/`: where a guest is started, gated on readiness and removed (Docker, in-guest API, ports, overlays,
   the host's KVM and memory).
 - `attempt/`: the top floor: the runner and the phases of one attempt (isolate, upload, setup, probe, agent,
   evaluate), meta.json, and the node's per-phase caps the runner holds (`node_admission.py`).
-- `agents/`: one adapter per agent CLI.
+- `agents/`: one adapter per agent CLI, each declaring what is known about its CLI (provider, defaults, files and
+  their recipes, inherited configuration), registered in one line; the fetch step (`make agents`) reads them.
 - `osworld_bridge/`: where OSWorld's own setup and evaluator code is called: in its own process (`child/`, run by
   the OSWorld interpreter) over a versioned protocol (`protocol.py`, `process.py`), with the task definitions
   (`tasks.py`) and the asset cache.

@@ -3,7 +3,8 @@ config's keys are all derived from them, so a default, a constraint or a help te
 
 A field `max_model_calls` is the config key `max_model_calls` and the flag `--max-model-calls`; its attribute
 docstring is the flag's help. `resolved()` fills every default that depends on other settings (the agent's
-model, the benchmark version's password, the guide for the channels) from `hcu.defaults`.
+model, the benchmark version's password, the guide for the channels) from `hcu.defaults` and the agent's adapter
+(`hcu.osworld.agents`).
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ from pydantic import Field, model_validator
 
 from hcu import REPO_ROOT
 from hcu.computer_use.channels import DEFAULT_CHANNELS
-from hcu.defaults import AGENTS, ASSET_CACHE_DIR, BENCHMARKS, GUEST, SETUP, AgentName, BenchmarkVersion
+from hcu.defaults import ASSET_CACHE_DIR, BENCHMARKS, GUEST, SETUP, BenchmarkVersion
 from hcu.flags import Settings
+from hcu.gateway.descriptors import PROVIDERS
+from hcu.osworld.agents import AgentName, agent_cli
 from hcu.osworld.records.cost import ModelPrice
 
 Channel = Literal["gui", "a11y", "keyboard"]
@@ -102,7 +105,7 @@ class SetupSettings(Settings):
 class AgentSettings(Settings):
     agent: AgentName
     model: str | None = None
-    """Default: the agent's (hcu.defaults.AGENTS)."""
+    """Default: the agent's (declared by its adapter in hcu.osworld.agents)."""
     effort: str | None = None
     """Default: the agent's."""
     channels: list[Channel] = Field(default=list(DEFAULT_CHANNELS), min_length=1)
@@ -158,15 +161,17 @@ class CostSettings(Settings):
 def price_problem(prices: dict[str, ModelPrice] | None, model: str, agent: AgentName) -> str | None:
     """Why `prices` cannot price this run's rows (a model it does not use, a cache-write price where the provider
     bills none, or none where it does); None when they can."""
-    provider = AGENTS[agent].provider
+    provider = agent_cli(agent).provider
     for name, price in (prices or {}).items():
         if name != model:
             return f"prices.{name}: not a model this run uses (its model is {model})"
-        if provider == "anthropic" and price.cache_write_usd_per_mtok is None:
-            return f"prices.{name}.cache_write_usd_per_mtok: required for an Anthropic model (cache writes bill apart)"
-        if provider != "anthropic" and price.cache_write_usd_per_mtok is not None:
-            return (f"prices.{name}.cache_write_usd_per_mtok: only Anthropic bills cache writes apart "
-                    f"(agent {agent} talks to {provider})")
+        if provider.bills_cache_writes and price.cache_write_usd_per_mtok is None:
+            return (f"prices.{name}.cache_write_usd_per_mtok: required for an {provider.title} model (cache writes "
+                    "bill apart)")
+        if not provider.bills_cache_writes and price.cache_write_usd_per_mtok is not None:
+            billing = " and ".join(p.title for p in PROVIDERS.values() if p.bills_cache_writes)
+            return (f"prices.{name}.cache_write_usd_per_mtok: only {billing} bills cache writes apart "
+                    f"(agent {agent} talks to {provider.name})")
     return None
 
 
@@ -186,7 +191,7 @@ class AttemptSettings(CostSettings, GatewaySettings, LimitSettings, AgentSetting
 
     @model_validator(mode="after")
     def _prices_fit_the_run(self) -> AttemptSettings:
-        problem = price_problem(self.prices, self.model or AGENTS[self.agent].model, self.agent)
+        problem = price_problem(self.prices, self.model or agent_cli(self.agent).model, self.agent)
         if problem is not None:
             raise ValueError(problem)
         return self
@@ -208,7 +213,7 @@ class AttemptSettings(CostSettings, GatewaySettings, LimitSettings, AgentSetting
     def resolved(self: S, base: Path, gateway_host: Callable[[], str]) -> S:
         """A copy with every default filled and every path absolute (relative ones against `base`);
         `gateway_host` is asked only when no gateway is set. Idempotent."""
-        agent = AGENTS[self.agent]
+        agent = agent_cli(self.agent)
         guide = self.instructions_file
         updates: dict[str, Any] = {
             **self.guest_defaults(self.benchmark_version),
@@ -234,7 +239,7 @@ class AttemptSettings(CostSettings, GatewaySettings, LimitSettings, AgentSetting
             value = getattr(self, key)
             updates[key] = None if value is None else base / value.expanduser()
         resolved = self.model_copy(update=updates)
-        resolved.agent_binary = resolved.agent_binary or resolved.artifact_dir / agent.artifacts[0]
+        resolved.agent_binary = resolved.agent_binary or resolved.artifact_dir / agent.artifacts[0].name
         resolved.mcp_binary = resolved.mcp_binary or resolved.artifact_dir / "computer-use"
         return resolved
 

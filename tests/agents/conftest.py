@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from hcu import REPO_ROOT
-from hcu.defaults import AGENTS
+from hcu.osworld import agents
 from hcu.osworld.agents.base import AgentContext
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -45,7 +45,7 @@ def artifact_dir(tmp_path: Path) -> Path:
     reads the model catalog from the real binary: it is linked from artifacts/ when there."""
     folder = tmp_path / "artifacts"
     folder.mkdir()
-    for name in {name for agent in AGENTS.values() for name in agent.artifacts} - {"codex"}:
+    for name in {artifact.name for artifact in agents.ARTIFACTS} - {"codex"}:
         (folder / name).write_bytes(b"stand-in")
     if (ARTIFACTS / "codex").is_file():
         (folder / "codex").symlink_to(ARTIFACTS / "codex")

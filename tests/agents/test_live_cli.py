@@ -12,7 +12,6 @@ import uuid
 import pytest
 
 from hcu import REPO_ROOT
-from hcu.defaults import AGENTS
 from hcu.demo.stand_in import STAND_IN_TOKEN, scripted_stack
 from hcu.gateway.scope_secret import load_or_create_key, scope_secret
 from hcu.osworld.agents import get_adapter
@@ -53,9 +52,10 @@ def run_turn(guest, argv, plan, adapter, events_file):
 @pytest.mark.timeout(420)
 @pytest.mark.parametrize("agent", ["codex", "claude-code", "gemini-cli", "grok-build"])
 def test_real_cli_solves_through_computer_use(agent, tmp_path):
-    adapter, defaults = get_adapter(agent), AGENTS[agent]
-    for name in defaults.artifacts:
-        require_artifact(name)
+    adapter = get_adapter(agent)
+    defaults = adapter.cli
+    for artifact in defaults.artifacts:
+        require_artifact(artifact.name)
     computer_use = require_artifact("computer-use")
     marker = f"hcu-{agent}-{uuid.uuid4().hex[:8]}"
     policies, steps = policy_file(tmp_path, marker)

@@ -11,8 +11,7 @@ import tomllib
 from pydantic import ValidationError
 
 from hcu.computer_use.channels import tools_for
-from hcu.defaults import AGENTS
-from hcu.osworld.agents import AGENT_NAMES, get_adapter
+from hcu.osworld.agents import AGENT_NAMES, INHERITED_PATHS, MANAGED_CONFIG, get_adapter
 from hcu.osworld.agents.base import PLACEHOLDER_TOKEN, AgentPlan
 from hcu.osworld.errors import ConfigurationError
 from tests.agents.conftest import make_context, require_artifact
@@ -156,8 +155,8 @@ def test_grok_config_and_prompt_override(ctx, artifact_dir):
 
 
 def test_registry_defaults():
-    table = {n: (d.provider, d.model, d.effort, d.gateway_port) for n in AGENT_NAMES
-             for d in [get_adapter(n).defaults]}
+    table = {n: (d.provider.name, d.model, d.effort, d.gateway_port) for n in AGENT_NAMES
+             for d in [get_adapter(n).cli]}
     assert table == {
         "codex": ("openai", "gpt-5.5", "xhigh", 8611),
         "claude-code": ("anthropic", "claude-opus-5", "xhigh", 8537),
@@ -166,8 +165,8 @@ def test_registry_defaults():
     }
     must_go = {".codex", ".claude", ".claude.json", ".gemini", ".grok", "AGENTS.md", "CLAUDE.md", "GEMINI.md",
                ".mcp.json", ".cursor", ".envrc", ".env"}
-    for name in AGENT_NAMES:
-        assert must_go <= set(get_adapter(name).inherited_paths)
+    assert must_go <= set(INHERITED_PATHS)
+    assert set(MANAGED_CONFIG) == {"/etc/codex", "/etc/claude-code", "/etc/gemini-cli", "/etc/grok"}
 
 
 def test_gateway_url_trailing_slash_is_dropped():
@@ -199,7 +198,7 @@ def test_missing_artifact_is_named(name, ctx, tmp_path):
 @pytest.mark.parametrize("name", FAST_AGENTS)
 def test_agent_binary_is_the_file_that_is_uploaded(name, ctx, artifact_dir, tmp_path):
     """agent_binary names the CLI that runs, not just its folder."""
-    cli = AGENTS[name].artifacts[0]
+    cli = get_adapter(name).cli.artifacts[0].name
     renamed = tmp_path / "elsewhere" / f"my-{cli}"
     renamed.parent.mkdir()
     renamed.symlink_to(artifact_dir / cli)

@@ -13,7 +13,6 @@ from pathlib import Path
 import orjson
 
 from hcu import REPO_ROOT
-from hcu.defaults import AGENTS
 from hcu.demo.stand_in import StandIn, scripted_stack
 from hcu.osworld.agents import get_adapter
 from hcu.osworld.agents.base import AgentAdapter, AgentContext, AgentPlan
@@ -76,9 +75,10 @@ def policy(steps: list[dict], *, final: str = "All steps done.\nTASK_COMPLETE", 
 @contextmanager
 def live_run(agent: str, tmp_path: Path, policies: dict, *, max_model_calls: int = 30,
              rate_limit_max_wait: float = 2.0, call_log: bool = True) -> Iterator[LiveRun]:
-    adapter, defaults = get_adapter(agent), AGENTS[agent]
-    for name in defaults.artifacts:
-        require_artifact(name)
+    adapter = get_adapter(agent)
+    defaults = adapter.cli
+    for artifact in defaults.artifacts:
+        require_artifact(artifact.name)
     computer_use = require_artifact("computer-use")
     policy_file, token_log = tmp_path / "policies.json", tmp_path / "gateway-tokens.jsonl"
     policy_file.write_bytes(orjson.dumps(policies))

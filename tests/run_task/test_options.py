@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from hcu.defaults import AGENTS, BENCHMARKS, GUEST
+from hcu.defaults import BENCHMARKS, GUEST
+from hcu.osworld.agents import agent_cli
 from hcu.osworld.attempt.options import parse_options, parser
 from hcu.osworld.queue.config import RunConfig
 from hcu.osworld.settings import AttemptSettings
@@ -38,7 +39,7 @@ def test_guide_choice() -> None:
 def test_resolved_options_fill_every_default_from_the_registries() -> None:
     o = parse_options(["--task-id", "t", "--agent", "gemini-cli", "--guest-image", "img.qcow2",
                        "--benchmark-version", "v2"]).resolved(Path("/base"), lambda: "10.0.0.1")
-    agent, version = AGENTS["gemini-cli"], BENCHMARKS["v2"]
+    agent, version = agent_cli("gemini-cli"), BENCHMARKS["v2"]
     assert (o.model, o.effort, o.gateway) == (agent.model, agent.effort, f"http://10.0.0.1:{agent.gateway_port}")
     assert (o.client_password, o.volume_size) == (version.client_password, version.volume_size)
     assert o.guest_image == Path("/base/img.qcow2") and o.agent_binary == o.artifact_dir / "gemini-cli.tgz"

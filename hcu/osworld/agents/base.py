@@ -12,7 +12,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from hcu.computer_use.call_log import ENV_DIR as CALL_LOG_ENV
 from hcu.computer_use.channels import parse_channels, tools_for
-from hcu.defaults import GUEST, AgentDefaults
+from hcu.defaults import GUEST
+from hcu.osworld.agents.declaration import AgentCli
 from hcu.osworld.errors import ConfigurationError
 from hcu.osworld.records.result import ProtocolWord
 
@@ -27,15 +28,9 @@ GUEST_ROOT = f"{GUEST.home}/.hcu"
 COMPUTER_USE_PATH = f"{GUEST_ROOT}/bin/computer-use"
 RESUME_PROMPT = "Continue the task from where you stopped."
 
-INHERITED_PATHS: tuple[str, ...] = (
-    ".codex", ".claude", ".claude.json", ".gemini", ".grok",
-    "AGENTS.md", "CLAUDE.md", "GEMINI.md", ".mcp.json",
-    # read by default too (notes, binaries): Grok's Cursor/Claude compatibility, Gemini's .env, Codex's
-    # override file and skills dir (.agents/skills), Claude's local memory file
-    ".cursor", ".envrc", ".env", "AGENTS.override.md", ".agents", "CLAUDE.local.md",
-)
-"""Names relative to the guest user's home and the agent's working directory that would steer an agent;
-the runner also clears the managed configs (/etc/codex, /etc/claude-code, /etc/gemini-cli, /etc/grok)."""
+SHELL_INHERITED_PATHS: tuple[str, ...] = (".envrc",)
+"""Files a shell hook (direnv) loads in the agent's working directory, whichever CLI runs; each adapter declares
+its CLI's own (`AgentCli.inherited_paths`)."""
 
 # The guest desktop session every MCP child must join (Codex filters its children's environment).
 DEFAULT_DESKTOP_ENV: dict[str, str] = {
@@ -161,10 +156,9 @@ class Transcript:
 
 
 class AgentAdapter(Protocol):
-    name: str
-    defaults: AgentDefaults
-    """Model, effort, gateway port, provider and artifacts (the registry in hcu.defaults)."""
-    inherited_paths: list[str]
+    cli: AgentCli
+    """What is known about the CLI apart from how it runs: name, provider, default model and effort, the files
+    it uploads and how they are fetched, the configuration it would inherit."""
 
     def plan(self, ctx: AgentContext, artifact_dir: Path, binary: Path | None = None) -> AgentPlan:
         """`binary` is the CLI to upload (agent_binary); default its file in `artifact_dir`."""
@@ -177,12 +171,12 @@ class AgentAdapter(Protocol):
         ...
 
 
-def require_artifacts(names: tuple[str, ...], artifact_dir: Path, binary: Path | None = None) -> dict[str, Path]:
-    """The files the plan uploads by artifact name: the CLI (the first name) from `binary` when given, the rest
-    from `artifact_dir`. A missing one is a configuration error, raised before anything is rendered."""
-    files = {name: artifact_dir / name for name in names}
+def require_artifacts(cli: AgentCli, artifact_dir: Path, binary: Path | None = None) -> dict[str, Path]:
+    """The files the plan uploads by artifact name: the CLI (the first artifact) from `binary` when given, the
+    rest from `artifact_dir`. A missing one is a configuration error, raised before anything is rendered."""
+    files = {artifact.name: artifact_dir / artifact.name for artifact in cli.artifacts}
     if binary is not None:
-        files[names[0]] = binary
+        files[cli.artifacts[0].name] = binary
     missing = [str(path) for path in files.values() if not path.is_file()]
     if missing:
         raise ConfigurationError(f"agent artifacts missing: {', '.join(missing)} (run `make agents`, or fix "

@@ -8,9 +8,8 @@ from pathlib import Path
 
 import orjson
 
-from hcu.defaults import AGENTS
+from hcu.gateway.descriptors import ANTHROPIC
 from hcu.osworld.agents.base import (
-    INHERITED_PATHS,
     MCP_SERVER_NAME,
     RESUME_PROMPT,
     AgentContext,
@@ -21,6 +20,7 @@ from hcu.osworld.agents.base import (
     mcp_server,
     require_artifacts,
 )
+from hcu.osworld.agents.declaration import AgentCli, Artifact
 from hcu.osworld.agents.events import EventLog
 
 CLAUDE_SCREENSHOT_WIDTH = 1280
@@ -39,13 +39,22 @@ QUIET_ENV = {
 }
 
 
+CLAUDE_CODE = AgentCli(
+    name="claude-code", provider=ANTHROPIC, model="claude-opus-5", effort="xhigh",
+    # the native binary of the platform package (the top-level npm stub needs its postinstall script)
+    artifacts=(Artifact(name="claude-code", source="npm", package="@anthropic-ai/claude-code-linux-x64@{version}",
+                        version="2.1.332", member="package/claude"),),
+    # with the local memory file and the project's MCP servers
+    inherited_paths=(".claude", ".claude.json", "CLAUDE.md", "CLAUDE.local.md", ".mcp.json"),
+    managed_config=("/etc/claude-code",),
+)
+
+
 class ClaudeCodeAdapter:
-    name = "claude-code"
-    defaults = AGENTS["claude-code"]
-    inherited_paths = list(INHERITED_PATHS)
+    cli = CLAUDE_CODE
 
     def plan(self, ctx: AgentContext, artifact_dir: Path, binary: Path | None = None) -> AgentPlan:
-        uploads = require_artifacts(self.defaults.artifacts, artifact_dir, binary)
+        uploads = require_artifacts(self.cli, artifact_dir, binary)
         exe = ctx.path("bin", "claude")
         home = ctx.path("home", "claude")
         base_md = ctx.path("instructions", "base.md")

@@ -12,9 +12,8 @@ from pathlib import Path
 import orjson
 import tomli_w
 
-from hcu.defaults import AGENTS
+from hcu.gateway.descriptors import OPENAI
 from hcu.osworld.agents.base import (
-    INHERITED_PATHS,
     MCP_SERVER_NAME,
     RESUME_PROMPT,
     AgentContext,
@@ -24,6 +23,7 @@ from hcu.osworld.agents.base import (
     mcp_server,
     require_artifacts,
 )
+from hcu.osworld.agents.declaration import AgentCli, Artifact
 from hcu.osworld.agents.events import EventLog
 
 TOKEN_ENV = "HCU_GATEWAY_TOKEN"
@@ -34,13 +34,22 @@ DISABLED_FEATURES = ("plugins", "shell_tool", "unified_exec", "view_image", "goa
                      "apps", "tool_suggest", "computer_use", "browser_use", "hooks")
 
 
+CODEX = AgentCli(
+    name="codex", provider=OPENAI, model="gpt-5.5", effort="xhigh",
+    # the static musl binary of the linux-x64 platform package
+    artifacts=(Artifact(name="codex", source="npm", package="@openai/codex@{version}-linux-x64", version="0.171.0",
+                        member="package/vendor/x86_64-unknown-linux-musl/bin/codex"),),
+    # its override file and skills folder (.agents/skills) are read by default too
+    inherited_paths=(".codex", "AGENTS.md", "AGENTS.override.md", ".agents"),
+    managed_config=("/etc/codex",),
+)
+
+
 class CodexAdapter:
-    name = "codex"
-    defaults = AGENTS["codex"]
-    inherited_paths = list(INHERITED_PATHS)
+    cli = CODEX
 
     def plan(self, ctx: AgentContext, artifact_dir: Path, binary: Path | None = None) -> AgentPlan:
-        binary = require_artifacts(self.defaults.artifacts, artifact_dir, binary)["codex"]
+        binary = require_artifacts(self.cli, artifact_dir, binary)["codex"]
         home = ctx.path("home", "codex")
         exe = ctx.path("bin", "codex")
         base_md = ctx.path("instructions", "base.md")

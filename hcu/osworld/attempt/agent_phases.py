@@ -18,7 +18,7 @@ import orjson
 
 from hcu.computer_use.channels import parse_channels
 from hcu.defaults import GUEST
-from hcu.osworld.agents import get_adapter
+from hcu.osworld.agents import INHERITED_PATHS, MANAGED_CONFIG, get_adapter
 from hcu.osworld.agents.base import GUEST_ROOT, AgentAdapter, AgentContext, AgentPlan
 from hcu.osworld.attempt.agent_phase import AgentLimits, AgentOutcome, run_agent
 from hcu.osworld.attempt.gateway_watch import GatewayWatch
@@ -72,7 +72,8 @@ def render_agent(state: AgentAttempt) -> None:
 def isolate(state: AgentAttempt) -> None:
     assert state.guest is not None and state.adapter is not None
     remove_inherited(state.guest.api, home=GUEST.home, work_dir=GUEST.home,
-                     client_password=state.guest.spec.client_password, names=list(state.adapter.inherited_paths))
+                     client_password=state.guest.spec.client_password, names=list(INHERITED_PATHS),
+                     managed=list(MANAGED_CONFIG))
 
 
 def upload(state: AgentAttempt) -> None:

@@ -10,13 +10,12 @@ from hcu.osworld.errors import GuestError
 from hcu.osworld.guest.api import GuestAPI
 from hcu.osworld.guest.process import shell_command
 
-MANAGED_CONFIG = ["/etc/codex", "/etc/claude-code", "/etc/gemini-cli", "/etc/grok"]
-
 
 def remove_inherited(api: GuestAPI, *, home: str, work_dir: str, client_password: str,
-                     names: list[str]) -> None:
-    """Remove `names` (harness state such as .codex, .claude.json, AGENTS.md) from the guest user's home and the
-    agent's working directory, and the CLIs' managed configs from /etc; fail if anything survives."""
+                     names: list[str], managed: list[str]) -> None:
+    """Remove `names` (the agent CLIs' own configuration, memory and instruction files) from the guest user's home
+    and the agent's working directory, and `managed` (their system-wide configuration folders) with sudo; fail if
+    any of `names` survives."""
     names = sorted(set(names))
     script = "; ".join(
         f"cd {shlex.quote(d)} 2>/dev/null && rm -rf -- {' '.join(shlex.quote(n) for n in names)}"
@@ -26,7 +25,7 @@ def remove_inherited(api: GuestAPI, *, home: str, work_dir: str, client_password
     if res.returncode not in (0, None):
         raise GuestError(f"could not remove inherited agent files: {res.error.strip()[-200:]}")
     # Managed configs sit in /etc: only sudo removes them. The password is the guest's own, not a model credential.
-    sudo = f"sudo -S -p '' rm -rf -- {' '.join(MANAGED_CONFIG)}"
+    sudo = f"sudo -S -p '' rm -rf -- {' '.join(shlex.quote(path) for path in managed)}"
     api.execute(["sh", "-c", f"printf '%s\\n' {shlex.quote(client_password)} | {sudo}"], timeout_sec=60)
     leftover = api.execute(["sh", "-c", "; ".join(
         f"ls -d {shlex.quote(d)}/{n} 2>/dev/null" for d in dict.fromkeys([home, work_dir]) for n in names

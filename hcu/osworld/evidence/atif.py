@@ -30,7 +30,7 @@ class _Open(BaseModel):
 
 class Agent(_Open):
     name: str
-    """The agent CLI (codex, claude-code, gemini-cli, grok-build)."""
+    """The agent CLI, by its registered name (`hcu.osworld.agents.AGENT_NAMES`)."""
     version: str
     """What the CLI's `--version` printed in the guest."""
     model_name: str | None = None

@@ -1,5 +1,5 @@
 """Credentials out of the evidence: the attempt's scope secret, the upstream credentials this process knows of
-(the gateways' environment variables) and anything shaped like a provider key, wherever they appear in what an
+(the providers' credential variables) and anything shaped like a provider key, wherever they appear in what an
 attempt keeps (an agent can print its environment, type a key, or read one off the screen into a tool result).
 Screenshots are pixels and cannot be cleaned: what the screen showed stays in them.
 """
@@ -14,20 +14,15 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from hcu.gateway.credentials import MIN_SCRUBBED_LEN
+from hcu.gateway.descriptors import PROVIDERS
 
 SHOWN_AS = "[redacted]"
-CREDENTIAL_ENV = (
-    "OSW_OPENAI_UPSTREAM_TOKEN", "OSW_ANTHROPIC_UPSTREAM_TOKEN", "OSW_GEMINI_UPSTREAM_TOKEN",
-    "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY", "XAI_API_KEY",
-    "AZURE_OPENAI_API_KEY", "AZURE_CLIENT_SECRET",
-)
+CREDENTIAL_ENV: tuple[str, ...] = tuple(name for provider in PROVIDERS.values() for name in provider.credential_env)
 """Where a runner or gateway on this host holds an upstream credential."""
-KEY_SHAPES = re.compile(
-    r"\bsk-(?:ant-|proj-)?[A-Za-z0-9_-]{20,}"  # OpenAI, Anthropic
-    r"|\bAIza[0-9A-Za-z_-]{35}"  # Google
-    r"|\bxai-[A-Za-z0-9]{20,}"  # xAI
-    r"|(?i:\bbearer\s+)[A-Za-z0-9._~+/-]{20,}=*"  # an Authorization header's value
-)
+BEARER_VALUE = r"(?i:\bbearer\s+)[A-Za-z0-9._~+/-]{20,}=*"
+"""An Authorization header's value, whoever issued it."""
+KEY_SHAPES = re.compile("|".join([*(shape for provider in PROVIDERS.values() for shape in provider.key_shapes),
+                                  BEARER_VALUE]))
 M = TypeVar("M", bound=BaseModel)
 
 

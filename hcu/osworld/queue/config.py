@@ -19,8 +19,9 @@ import orjson
 from pydantic import BeforeValidator, Field, ValidationError, field_validator, model_validator
 
 from hcu import REPO_ROOT
-from hcu.defaults import AGENTS, GATEWAY
+from hcu.defaults import GATEWAY
 from hcu.flags import Settings, describe_error
+from hcu.osworld.agents import agent_cli
 from hcu.osworld.osworld_bridge.assets import holds_stand_ins
 from hcu.osworld.records.identity import ambiguous_task_id
 from hcu.osworld.settings import SAFE_NAME, SIZE, AttemptSettings, absolute
@@ -90,8 +91,8 @@ class NodeGateway(Settings):
     """The gateway's upstream flags, e.g. ["--upstreams", "host", "--upstream-kind", "azure"]."""
     upstream_token_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     """The environment variable on each node whose value the node's gateway gets as its own credential variable
-    (OSW_OPENAI_UPSTREAM_TOKEN, OSW_ANTHROPIC_UPSTREAM_TOKEN or OSW_GEMINI_UPSTREAM_TOKEN); unset: the gateway
-    reads its own variable (or, for Azure, its Entra ID credential) from the node's environment."""
+    (the one its provider's gateway reads, `token_env` in hcu/gateway/descriptors.py); unset: the gateway reads
+    its own variable (or, for Azure, its Entra ID credential) from the node's environment."""
     rate_limit_max_wait: float = Field(default=GATEWAY.rate_limit_max_wait_sec, ge=0)
     """The node gateways' --rate-limit-max-wait."""
 
@@ -175,7 +176,7 @@ class RunConfig(ExecutorKeys, AttemptSettings):
 
     @model_validator(mode="after")
     def _ceiling_has_prices(self) -> RunConfig:
-        model = self.model or AGENTS[self.agent].model
+        model = self.model or agent_cli(self.agent).model
         if self.max_cost_usd is not None and model not in (self.prices or {}):
             raise ValueError(f"max_cost_usd: needs a price for the run's model (prices.{model}); without one the "
                              "spend is unknown")

@@ -20,7 +20,7 @@ from filelock import FileLock
 from pydantic import BaseModel
 
 from hcu import REPO_ROOT
-from hcu.defaults import AGENTS
+from hcu.osworld.agents import agent_cli
 from hcu.osworld.errors import RETRY_POLICY, PhaseError
 from hcu.osworld.guest.container_image import resolve
 from hcu.osworld.guest.docker_engine import docker_client
@@ -184,7 +184,7 @@ def docker_image_identity(config: RunConfig) -> dict[str, Any] | None:
 def agent_files(config: RunConfig) -> dict[str, Path]:
     """Every artifact the agent uploads (the CLI from agent_binary, the rest from artifact_dir)."""
     assert config.artifact_dir is not None and config.agent_binary is not None
-    cli, *others = AGENTS[config.agent].artifacts
+    cli, *others = (artifact.name for artifact in agent_cli(config.agent).artifacts)
     return {cli: config.agent_binary, **{name: config.artifact_dir / name for name in others}}
 
 

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import requests
 
-from hcu.defaults import AGENTS
+from hcu.gateway.descriptors import PROVIDERS
+from hcu.osworld.agents import agent_cli
 from hcu.osworld.queue.config import RunConfig
 from hcu.osworld.queue.keeper import die_with_parent
 
@@ -31,26 +32,20 @@ class NodeGatewayError(Exception):
     """The node's gateway could not be started; one line, no credential."""
 
 
-UPSTREAM_TOKEN_VARIABLES = {"openai": "OSW_OPENAI_UPSTREAM_TOKEN", "anthropic": "OSW_ANTHROPIC_UPSTREAM_TOKEN",
-                            "gemini": "OSW_GEMINI_UPSTREAM_TOKEN"}
-"""The variable each provider's gateway reads its upstream credential from."""
-
-
 def gateway_command(config: RunConfig, host: str, port: int, token_log: Path,
                     scope_key_file: Path | None) -> list[str]:
     """The gateway's command line on a node (no credential in it: see gateway_environment)."""
     assert config.ray is not None and config.ray.node_gateway is not None
-    spec, provider = config.ray.node_gateway, AGENTS[config.agent].provider
-    argv = [sys.executable, "-m", f"hcu.gateway.{provider}_proxy", "--host", host,
-            "--ports" if provider == "openai" else "--port", str(port), "--out", str(token_log),
-            "--max-requests-per-task", str(config.max_model_calls),
+    spec, provider = config.ray.node_gateway, agent_cli(config.agent).provider
+    argv = [sys.executable, "-m", provider.module, "--host", host, provider.port_flag, str(port),
+            "--out", str(token_log), "--max-requests-per-task", str(config.max_model_calls),
             "--rate-limit-max-wait", str(spec.rate_limit_max_wait), *spec.upstream_args]
     return argv + (["--scope-key-file", str(scope_key_file)] if scope_key_file is not None else [])
 
 
 def token_variable(config: RunConfig) -> str:
     """Where the node's gateway finds the upstream credential in its environment."""
-    return UPSTREAM_TOKEN_VARIABLES[AGENTS[config.agent].provider]
+    return agent_cli(config.agent).provider.token_env
 
 
 def gateway_environment(config: RunConfig) -> dict[str, str]:
@@ -77,8 +72,8 @@ def without_upstream_credentials(config: RunConfig, env: dict[str, str]) -> dict
     """`env` less the upstream credential variables: what a runner on the node inherits (only the gateway
     needs them)."""
     spec = config.ray.node_gateway if config.ray else None
-    names = {*UPSTREAM_TOKEN_VARIABLES.values(), *([spec.upstream_token_env] if spec and spec.upstream_token_env
-                                                   else [])}
+    names = {*(provider.token_env for provider in PROVIDERS.values()),
+             *([spec.upstream_token_env] if spec and spec.upstream_token_env else [])}
     return {name: value for name, value in env.items() if name not in names}
 
 
