@@ -38,15 +38,15 @@ def known_upstreams(config: RunConfig) -> Upstreams:
     if config.ray is not None and config.ray.node_gateway is not None:
         labels = upstreams_in_args(config.ray.node_gateway.upstream_args)
         return Upstreams(labels, "from ray.node_gateway.upstream_args" if labels else
-                         "unknown: ray.node_gateway.upstream_args has no --upstreams")
+                         "ray.node_gateway.upstream_args has no --upstreams")
     if not config.quota or config.gateway is None:
         return Upstreams(None, "not asked: the config has no quota")
     try:
         labels = gateway_health(config.gateway).model_dump().get("upstreams")
     except GatewayError:
-        return Upstreams(None, f"unknown: the gateway at {config.gateway} did not answer /healthz")
+        return Upstreams(None, f"the gateway at {config.gateway} did not answer /healthz")
     if not isinstance(labels, list):
-        return Upstreams(None, f"unknown: {config.gateway}/healthz does not list them to this host")
+        return Upstreams(None, f"{config.gateway}/healthz does not list them to this host")
     return Upstreams([str(label) for label in labels], f"from {config.gateway}/healthz")
 
 
@@ -71,8 +71,14 @@ def pilots(config: RunConfig) -> Sample:
                        dict(config.prices or {}))
 
 
-def plan_forecast(config: RunConfig, attempts: int, done: int, upstreams: Upstreams) -> Forecast:
-    return make_forecast(pilots(config), campaign(config, attempts, upstreams, done))
+def plan_forecast(config: RunConfig, attempts: int, done: int, upstreams: Upstreams,
+                  own: list[AttemptProfile]) -> Forecast:
+    """The forecast for `attempts` still to run, from `forecast_from` and the run's `own` ended attempts."""
+    sample = pilots(config)
+    if own:
+        sample.attempts += own
+        sample.sources.append(f"{config.run_dir} (this run): {len(own)} ended attempts that reached the agent phase")
+    return make_forecast(sample, campaign(config, attempts, upstreams, done))
 
 
 def live_forecast(config: RunConfig) -> LiveForecast:

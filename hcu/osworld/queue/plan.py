@@ -4,18 +4,19 @@ directory; writes nothing."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from hcu.osworld.queue.config import RunConfig
-from hcu.osworld.queue.forecasting import Upstreams, known_upstreams, plan_forecast
+from hcu.osworld.queue.forecasting import Upstreams, finished_profile, known_upstreams, plan_forecast
 from hcu.osworld.queue.launch import RUN_TASK, runner_args
 from hcu.osworld.queue.order import LaunchQueue, expected_durations
 from hcu.osworld.queue.panel import config_difference
 from hcu.osworld.queue.spend import SpendMeter, usd
 from hcu.osworld.queue.state import scan_task
 from hcu.osworld.quota.forecast import Forecast
+from hcu.osworld.quota.profile import AttemptProfile
 from hcu.osworld.quota.report import plan_lines
 from hcu.osworld.records.identity import repeat_key, split_repeat_key
 
@@ -51,6 +52,12 @@ class Launch:
     state: str
     attempt: int
     expected_sec: float | None
+    learned: AttemptProfile | None = None
+    """What its attempt in tasks/ used, when it ended (the forecast learns from it)."""
+
+    def shown(self) -> dict[str, Any]:
+        return {"key": self.key, "domain": self.domain, "state": self.state, "attempt": self.attempt,
+                "expected_sec": self.expected_sec}
 
 
 def launches(config: RunConfig) -> list[Launch]:
@@ -64,14 +71,16 @@ def launches(config: RunConfig) -> list[Launch]:
     found = []
     for key in (order.pop() for _ in units):
         task_id, repeat = split_repeat_key(key)
-        view = scan_task(config.run_dir, task_id, repeat)
-        found.append(Launch(key, config.domain_of(specs[task_id]), view.state, view.attempt, expected.get(task_id)))
+        view, domain = scan_task(config.run_dir, task_id, repeat), config.domain_of(specs[task_id])
+        found.append(Launch(key, domain, view.state, view.attempt, expected.get(task_id),
+                            finished_profile(config, view, domain)))
     return found
 
 
 def forecast_of(config: RunConfig, planned: list[Launch], upstreams: Upstreams) -> Forecast:
     done = sum(launch.state in FINAL_STATES for launch in planned)
-    return plan_forecast(config, len(planned) - done, done, upstreams)
+    own = [launch.learned for launch in planned if launch.learned is not None]
+    return plan_forecast(config, len(planned) - done, done, upstreams, own)
 
 
 def config_state(config: RunConfig) -> str:
@@ -113,7 +122,7 @@ def plan_json(config: RunConfig, upstreams: Upstreams | None = None) -> dict[str
     """The dry run as one JSON object: the run directory, the config's state, the repeats and the forecast."""
     planned = launches(config)
     return {"run_dir": str(config.run_dir), "config": config_state(config), "executor": config.executor,
-            "repeats": [asdict(launch) for launch in planned],
+            "repeats": [launch.shown() for launch in planned],
             "forecast": forecast_of(config, planned, upstreams or known_upstreams(config)).model_dump(mode="json")}
 
 

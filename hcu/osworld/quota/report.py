@@ -22,16 +22,16 @@ def span(seconds: float) -> str:
 
 
 def usd(value: float) -> str:
-    return f"{value:.2f} USD"
+    return f"{value:.2f}"
 
 
-def ranged(total: Range, show=amount) -> str:
+def ranged(total: Range, show=amount, unit: str = "") -> str:
     """`expected (low to high)`, or what is missing of it."""
     if total.expected is None:
         return "unknown"
     if total.low is None or total.high is None:
-        return f"{show(total.expected)} (no range)"
-    return f"{show(total.expected)} ({show(total.low)} to {show(total.high)})"
+        return f"{show(total.expected)}{unit} (no range)"
+    return f"{show(total.expected)}{unit} ({show(total.low)} to {show(total.high)})"
 
 
 def spread_text(figure: Spread | None, show=amount) -> str:
@@ -69,7 +69,7 @@ def plan_lines(forecast: Forecast) -> list[str]:
     lines += [f"  tokens total: {ranged(f.tokens_total)}",
               f"  model calls total: {ranged(f.calls_total)}",
               f"  wall time: {ranged(f.wall_time_sec, span)}",
-              f"  cost: {ranged(f.cost_usd, usd)}",
+              f"  cost: {ranged(f.cost_usd, usd, ' USD')}",
               *[f"  unknown: {line}" for line in f.unknown], *[f"  note: {line}" for line in f.notes]]
     return lines
 
@@ -87,5 +87,5 @@ def status_lines(forecast: Forecast, running: int, own: int) -> list[str]:
         learned += f"; safe concurrency {f.safe_concurrency} ({f.binding})"
     return [f"ETA: {ranged(f.wall_time_sec, span)}{at_once}.",
             f"To go: {f.attempts} attempts ({running} running, counted whole): tokens {ranged(f.tokens_total)}, "
-            f"model calls {ranged(f.calls_total)}, cost {ranged(f.cost_usd, usd)}.",
+            f"model calls {ranged(f.calls_total)}, cost {ranged(f.cost_usd, usd, ' USD')}.",
             learned + "."]
