@@ -7,12 +7,12 @@ from hcu.osworld.quota.stats import Range, Spread
 
 
 def amount(value: float) -> str:
-    """1234567 -> 1.23M, 45600 -> 45.6k, 812 -> 812, 3.25 -> 3.25."""
+    """1234567 -> 1.23M, 45600 -> 45.6k, 812 -> 812, 41.333 -> 41.3, 2.6 -> 2.6."""
     if abs(value) >= 1e6:
         return f"{value / 1e6:.2f}M"
     if abs(value) >= 1e3:
         return f"{value / 1e3:.1f}k"
-    return f"{value:.0f}" if value == int(value) or abs(value) >= 100 else f"{value:.2f}"
+    return f"{value:.0f}" if value == int(value) or abs(value) >= 100 else f"{value:.3g}"
 
 
 def span(seconds: float) -> str:
