@@ -1,4 +1,5 @@
-"""`python -m hcu.osworld.run_queue CONFIG [--dry-run]`: run a panel, resumably (see queue/panel.py)."""
+"""`python -m hcu.osworld.run_queue CONFIG [--dry-run [--json]]`: run a panel, resumably (see queue/panel.py), or
+print what it would do and the campaign forecast (queue/plan.py)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,16 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import orjson
+
 from hcu.osworld.errors import ConfigurationError
 from hcu.osworld.queue.config import ConfigError, load_config
+from hcu.osworld.queue.forecasting import known_upstreams, quota_mismatch
 from hcu.osworld.queue.gate import GatewayMismatch, launch_gate
 from hcu.osworld.queue.manifest import ManifestMismatch
 from hcu.osworld.queue.panel import DEFAULT_POLL_SEC, QueueRefused, QueueStopped, config_difference, run_queue
-from hcu.osworld.queue.plan import describe_plan
+from hcu.osworld.queue.plan import describe_plan, plan_json
+from hcu.osworld.quota.profile import PilotError
 
 
 def _stop_on_sigterm(signum: int, frame: object) -> None:
@@ -25,18 +30,25 @@ def main(argv: list[str] | None = None) -> int:
                                      description="Run a panel of OSWorld tasks from a config, resumably.")
     parser.add_argument("config", type=Path)
     parser.add_argument("--dry-run", action="store_true", help="validate and print the plan; start nothing")
+    parser.add_argument("--json", action="store_true", help="with --dry-run: print the plan as one JSON object")
     parser.add_argument("--poll-seconds", type=float, default=DEFAULT_POLL_SEC)
     args = parser.parse_args(argv)
+    if args.json and not args.dry_run:
+        parser.error("--json: only with --dry-run")
     try:
         config = load_config(args.config)
+        upstreams = known_upstreams(config)
+        if mismatch := quota_mismatch(config, upstreams):
+            raise ConfigError(f"{args.config}: {mismatch}")
         if args.dry_run:
-            print(describe_plan(config))
+            print(orjson.dumps(plan_json(config, upstreams)).decode() if args.json else
+                  describe_plan(config, upstreams))
             if config_difference(config):
                 raise QueueRefused(f"{config.run_dir / 'config.json'}: the real run would be refused (see above)")
             return 0
         signal.signal(signal.SIGTERM, _stop_on_sigterm)
         states = run_queue(config, poll_interval_sec=args.poll_seconds, gate=launch_gate(config))
-    except (ConfigError, QueueRefused, ManifestMismatch, GatewayMismatch, ConfigurationError) as exc:
+    except (ConfigError, PilotError, QueueRefused, ManifestMismatch, GatewayMismatch, ConfigurationError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except QueueStopped as exc:

@@ -23,12 +23,16 @@ from hcu.defaults import GATEWAY
 from hcu.flags import Settings, describe_error
 from hcu.osworld.agents import agent_cli
 from hcu.osworld.osworld_bridge.assets import holds_stand_ins
+from hcu.osworld.quota.limits import QuotaLimit, key_problem, unmatched_key, upstreams_in_args
+from hcu.osworld.quota.profile import PilotError, open_pilot
 from hcu.osworld.records.identity import ambiguous_task_id
 from hcu.osworld.settings import SAFE_NAME, SIZE, AttemptSettings, absolute
 
-TUNABLE_KEYS = frozenset({"max_active_tasks", "launch_stagger_seconds", "expected_durations_from", "max_cost_usd"})
+TUNABLE_KEYS = frozenset({"max_active_tasks", "launch_stagger_seconds", "expected_durations_from", "max_cost_usd",
+                          "forecast_from", "quota"})
 """Keys a resumed run may change; any other difference means a different run (`repeats` may be raised: see
-`lowered_repeats`)."""
+`lowered_repeats`). `forecast_from` and `quota` change what the queue foresees and how many attempts it lets run
+at once, never what an attempt does or how it is scored."""
 TUNABLE_RAY_KEYS = frozenset({"address"})
 """Keys of `ray` a resumed run may change (a restarted cluster has a new address; its nodes are the same)."""
 
@@ -163,6 +167,14 @@ class RunConfig(ExecutorKeys, AttemptSettings):
     expected_durations_from: list[Path] | None = None
     """Earlier run directories whose result.json durations order launches, longest expected first; default:
     every other run in results_dir with the same benchmark_version; [] keeps the config's order."""
+    forecast_from: list[Path] | None = None
+    """Earlier run directories of this agent and model (a pilot) whose attempts the campaign forecast learns from:
+    their result.json files and token logs (`--dry-run` prints the forecast; QUEUE_STATUS.md updates it with this
+    run's own attempts)."""
+    quota: dict[str, QuotaLimit] | None = None
+    """The model quota the campaign runs on, {"tpm": ..., "rpm": ...} per provider (openai, anthropic, gemini), per
+    upstream resource (host[:port]) or per deployment (host[:port]@deployment) as the gateway's --upstreams names
+    them: the forecast's safe concurrency is what it serves at once."""
 
     @field_validator("tasks")
     @classmethod
@@ -180,6 +192,18 @@ class RunConfig(ExecutorKeys, AttemptSettings):
         if self.max_cost_usd is not None and model not in (self.prices or {}):
             raise ValueError(f"max_cost_usd: needs a price for the run's model (prices.{model}); without one the "
                              "spend is unknown")
+        return self
+
+    @model_validator(mode="after")
+    def _quota_names_the_run(self) -> RunConfig:
+        for key in self.quota or {}:
+            if problem := key_problem(key):
+                raise ValueError(f"quota.{key}: {problem}")
+        node_gateway = self.ray.node_gateway if self.ray is not None else None
+        upstreams = upstreams_in_args(node_gateway.upstream_args) if node_gateway is not None else None
+        unmatched = unmatched_key(self.quota or {}, AGENTS[self.agent].provider, upstreams)
+        if unmatched is not None:
+            raise ValueError(unmatched)
         return self
 
     def repeats_of(self, task: TaskSpec) -> int:
@@ -240,9 +264,11 @@ def resolve(config: RunConfig, config_path: Path) -> RunConfig:
     # the ray executor the head ships this key to every node (queue/node_key.py).
     scope_key_file = absolute(base, config.scope_key_file or results_dir / run_id / "gateway-scope.key")
     durations = [absolute(base, path) for path in config.expected_durations_from or []]
+    pilots = [absolute(base, path) for path in config.forecast_from or []]
     panel = config.model_copy(update={
         "run_id": run_id, "results_dir": results_dir, "token_log": token_log, "scope_key_file": scope_key_file,
-        "expected_durations_from": None if config.expected_durations_from is None else durations})
+        "expected_durations_from": None if config.expected_durations_from is None else durations,
+        "forecast_from": None if config.forecast_from is None else pilots})
     if config.ray is not None and config.ray.shared_dir is not None:
         panel.ray = config.ray.model_copy(update={"shared_dir": absolute(base, config.ray.shared_dir)})
     if not config.node_gateways:
@@ -269,6 +295,11 @@ def parse_config(data: object, config_path: Path) -> RunConfig:
         raise ConfigError(f"{config_path}: run_id: expected letters, digits, '.', '_' or '-' "
                           f"(the file name {config_path.stem!r} cannot be one)")
     resolved = resolve(config, config_path)
+    for index, pilot in enumerate(resolved.forecast_from or []):
+        try:
+            open_pilot(pilot, resolved.agent, str(resolved.model), resolved.run_dir)
+        except PilotError as exc:
+            raise ConfigError(f"{config_path}: forecast_from[{index}]: {exc}") from None
     if resolved.asset_stand_ins or (resolved.asset_cache is not None and holds_stand_ins(resolved.asset_cache)):
         raise ConfigError(f"{config_path}: asset_stand_ins: a run config makes a scored run, and stand-ins "
                           f"(generated task files, {resolved.asset_cache}) never enter one; they are for "

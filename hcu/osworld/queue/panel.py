@@ -27,6 +27,7 @@ from hcu.osworld.errors import policy_for
 from hcu.osworld.queue.config import RunConfig, lowered_repeats
 from hcu.osworld.queue.executor import Executor, Lost, QueueRefused
 from hcu.osworld.queue.executors import make_executor
+from hcu.osworld.queue.forecasting import finished_profile, live_forecast
 from hcu.osworld.queue.gate import LaunchGate
 from hcu.osworld.queue.manifest import record_nodes, record_start
 from hcu.osworld.queue.order import LaunchQueue, expected_durations
@@ -107,8 +108,8 @@ def refuse_changed_config(config: RunConfig) -> None:
     if changed:
         raise QueueRefused(f"{config.run_dir / 'config.json'}: {', '.join(changed)} differ from the config "
                            "this run started with (only max_active_tasks, launch_stagger_seconds, "
-                           "expected_durations_from, max_cost_usd, ray.address and raised repeats may change; "
-                           "use a new run_id)")
+                           "expected_durations_from, max_cost_usd, forecast_from, quota, ray.address and raised "
+                           "repeats may change; use a new run_id)")
 
 
 class PanelQueue:
@@ -137,6 +138,7 @@ class PanelQueue:
         self.lowered = sum(1 for n in notes.values() if n and policy_for(n.failure_classification).lowers_active_tasks)
         """How many attempts fewer than max_active_tasks run at once (errors.py `lowers_active_tasks`)."""
         self.recorded_nodes: dict[str, str] = {}
+        self.forecast = live_forecast(config)
 
     def run(self) -> dict[str, str]:
         self._event("start", pid=os.getpid(), executor=self.executor.name)
@@ -180,7 +182,10 @@ class PanelQueue:
                         attempt=orphan.attempt)
 
     def _take(self, view: TaskView, *, stop_on_config: bool = True) -> None:
-        """Put a scanned repeat where it belongs."""
+        """Put a scanned repeat where it belongs (an attempt that ended teaches the forecast first)."""
+        if view.result is not None and (profile := finished_profile(
+                self.config, view, self.config.domain_of(self.specs[view.task_id]))) is not None:
+            self.forecast.add(profile)
         if view.state in ("finished", "exhausted"):
             self.final[view.key] = view.state
         elif view.state == "pending":
@@ -328,7 +333,9 @@ class PanelQueue:
         view = StatusView(run_id=str(self.config.run_id), max_active_tasks=self._limit(),
                           states=states, active=list(self.active.values()), finishes=self.finishes,
                           retries=self.retries, pause_until=self.pause_until, note=note,
-                          spend=self.spend.describe())
+                          spend=self.spend.describe(),
+                          forecast=self.forecast.lines(len(self.pending) + len(self.active), len(self.active),
+                                                       self._limit()))
         write_atomic(self.run_dir / "QUEUE_STATUS.md", render(view, self.last_status).encode())
 
     def _event(self, event: str, **fields: object) -> None:

@@ -1,17 +1,26 @@
-"""The --dry-run report of run_queue: resolved paths, the gateway flags, the executor, repeats and cost, and
-what would launch. Reads the run directory; writes nothing."""
+"""The --dry-run report of run_queue: resolved paths, the gateway flags, the executor, repeats and cost, what
+would launch, and the campaign forecast (queue/forecasting.py); in words, or as one JSON object. Reads the run
+directory; writes nothing."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from hcu.osworld.queue.config import RunConfig
+from hcu.osworld.queue.forecasting import Upstreams, finished_profile, known_upstreams, plan_forecast
 from hcu.osworld.queue.launch import RUN_TASK, runner_args
 from hcu.osworld.queue.order import LaunchQueue, expected_durations
 from hcu.osworld.queue.panel import config_difference
 from hcu.osworld.queue.spend import SpendMeter, usd
 from hcu.osworld.queue.state import scan_task
+from hcu.osworld.quota.forecast import Forecast
+from hcu.osworld.quota.profile import AttemptProfile
+from hcu.osworld.quota.report import plan_lines
 from hcu.osworld.records.identity import repeat_key, split_repeat_key
+
+FINAL_STATES = frozenset({"finished", "exhausted"})
 
 
 def executor_plan(config: RunConfig) -> list[str]:
@@ -34,13 +43,56 @@ def executor_plan(config: RunConfig) -> list[str]:
     return lines
 
 
-def describe_plan(config: RunConfig) -> str:
-    """The --dry-run report: resolved paths, the gateway flags, and what would launch. Writes nothing."""
+@dataclass(frozen=True)
+class Launch:
+    """One repeat of a task as the dry run shows it."""
+
+    key: str
+    domain: str | None
+    state: str
+    attempt: int
+    expected_sec: float | None
+    learned: AttemptProfile | None = None
+    """What its attempt in tasks/ used, when it ended (the forecast learns from it)."""
+
+    def shown(self) -> dict[str, Any]:
+        return {"key": self.key, "domain": self.domain, "state": self.state, "attempt": self.attempt,
+                "expected_sec": self.expected_sec}
+
+
+def launches(config: RunConfig) -> list[Launch]:
+    """Every repeat of every task in launch order, with its state and the attempt that would run."""
+    expected = expected_durations(config)
+    specs = {task.id: task for task in config.tasks}
+    units = [(task.id, repeat) for task in config.tasks for repeat in range(1, config.repeats_of(task) + 1)]
+    order = LaunchQueue(units, expected)
+    for task_id, repeat in units:
+        order.push(repeat_key(task_id, repeat))
+    found = []
+    for key in (order.pop() for _ in units):
+        task_id, repeat = split_repeat_key(key)
+        view, domain = scan_task(config.run_dir, task_id, repeat), config.domain_of(specs[task_id])
+        found.append(Launch(key, domain, view.state, view.attempt, expected.get(task_id),
+                            finished_profile(config, view, domain)))
+    return found
+
+
+def forecast_of(config: RunConfig, planned: list[Launch], upstreams: Upstreams) -> Forecast:
+    done = sum(launch.state in FINAL_STATES for launch in planned)
+    own = [launch.learned for launch in planned if launch.learned is not None]
+    return plan_forecast(config, len(planned) - done, done, upstreams, own)
+
+
+def config_state(config: RunConfig) -> str:
     changed = config_difference(config)
-    lines = [f"run directory: {config.run_dir}",
-             "config: new run" if changed is None else
-             ("config: matches the stored config.json (resume)" if not changed else
-              f"config: REFUSED, {', '.join(changed)} differ from the stored config.json")]
+    return ("new run" if changed is None else "matches the stored config.json (resume)" if not changed else
+            f"REFUSED, {', '.join(changed)} differ from the stored config.json")
+
+
+def describe_plan(config: RunConfig, upstreams: Upstreams | None = None) -> str:
+    """The --dry-run report: resolved paths, the gateway flags, what would launch and the forecast. Writes
+    nothing; `upstreams`: the gateway's, when the caller has asked for them already."""
+    lines = [f"run directory: {config.run_dir}", f"config: {config_state(config)}"]
     if not config.node_gateways:
         lines += [f"gateway: {config.gateway}",
                   f"gateway flags: --out {config.token_log} --max-requests-per-task {config.max_model_calls}"
@@ -54,24 +106,24 @@ def describe_plan(config: RunConfig) -> str:
         lines.append(f"{key}: {value}{'  (missing)' if missing else ''}")
     lines += executor_plan(config)
     lines += _cost_plan(config)
-    expected = expected_durations(config)
-    specs = {task.id: task for task in config.tasks}
-    units = [(task.id, repeat) for task in config.tasks for repeat in range(1, config.repeats_of(task) + 1)]
-    order = LaunchQueue(units, expected)
-    for task_id, repeat in units:
-        order.push(repeat_key(task_id, repeat))
-    launches = []
-    for key in (order.pop() for _ in units):
-        task_id, repeat = split_repeat_key(key)
-        view, task = scan_task(config.run_dir, task_id, repeat), specs[task_id]
-        known = f"  expected {expected[task_id]:.0f}s" if task_id in expected else ""
-        launches.append(f"  {key}  {config.domain_of(task) or '-'}  {view.state}  attempt {view.attempt}{known}")
-    lines += [f"tasks ({len(config.tasks)}; {len(units)} repeats in launch order, each with its state and the "
-              "attempt that would run):", *launches]
+    planned = launches(config)
+    lines += [f"tasks ({len(config.tasks)}; {len(planned)} repeats in launch order, each with its state and the "
+              "attempt that would run):"]
+    lines += [f"  {launch.key}  {launch.domain or '-'}  {launch.state}  attempt {launch.attempt}"
+              + ("" if launch.expected_sec is None else f"  expected {launch.expected_sec:.0f}s") for launch in planned]
     first = config.tasks[0]
     argv = runner_args(config, first, 1, config.run_dir / "tasks" / first.id)
     lines.append("runner command (first task): " + " ".join([*RUN_TASK, *argv]))
+    lines += plan_lines(forecast_of(config, planned, upstreams or known_upstreams(config)))
     return "\n".join(lines)
+
+
+def plan_json(config: RunConfig, upstreams: Upstreams | None = None) -> dict[str, Any]:
+    """The dry run as one JSON object: the run directory, the config's state, the repeats and the forecast."""
+    planned = launches(config)
+    return {"run_dir": str(config.run_dir), "config": config_state(config), "executor": config.executor,
+            "repeats": [launch.shown() for launch in planned],
+            "forecast": forecast_of(config, planned, upstreams or known_upstreams(config)).model_dump(mode="json")}
 
 
 def _cost_plan(config: RunConfig) -> list[str]:

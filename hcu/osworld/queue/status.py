@@ -56,6 +56,8 @@ class StatusView:
     note: str = ""
     spend: str = ""
     """The run's spend against its max_cost_usd, in words (spend.py)."""
+    forecast: list[str] = field(default_factory=list)
+    """The campaign forecast: ETA, tokens, calls and cost to go (quota/live.py)."""
 
 
 def read_phase(result_dir: Path) -> tuple[str, float | None]:
@@ -73,26 +75,16 @@ def _age(seconds: float) -> str:
     return f"{seconds // 3600}h{seconds // 60 % 60:02d}m{seconds % 60:02d}s"
 
 
-def eta_sec(view: StatusView) -> float | None:
-    """Remaining attempts times the mean finished duration, spread over the active slots."""
-    durations = [f.duration_sec for f in view.finishes if f.duration_sec is not None]
-    remaining = view.states["pending"] + view.states["active"]
-    if not durations:
-        return None if remaining else 0.0
-    return remaining * (sum(durations) / len(durations)) / view.max_active_tasks
-
-
 def render(view: StatusView, now: float | None = None) -> str:
     now = time.time() if now is None else now
     stamp = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(now))
-    eta = eta_sec(view)
     lines = [f"# Queue status: {view.run_id}", "", f"Updated {stamp}. {view.note}".rstrip(), "",
              "| state | task repeats |", "|---|---|"]
     lines += [f"| {state} | {count} |" for state, count in sorted(view.states.items())]
     pause = view.pause_until - now
     lines += ["", f"Launches paused for rate limits: {_age(pause)} more." if pause > 0 else
               "Launches not paused.", *([view.spend] if view.spend else []),
-              f"ETA: {'unknown' if eta is None else _age(eta)}.", "",
+              *view.forecast, "",
               f"## Active ({len(view.active)} of {view.max_active_tasks})", "",
               "| task | attempt | pid | phase | in phase | age | adopted | node |", "|---|---|---|---|---|---|---|---|"]
     for active in sorted(view.active, key=lambda a: a.started_at):

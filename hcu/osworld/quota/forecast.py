@@ -1,0 +1,186 @@
+"""The campaign forecast: what the attempts still to run will take in tokens, model calls, time and money, how
+many of them the quota serves at once, and which limit binds.
+
+From a sample of attempt profiles (profile.py) and the campaign (how many attempts, the quota, this host's memory,
+`max_active_tasks`): one attempt's figures as median and 90th percentile, and each total over the attempts to run
+as a 90% prediction interval (stats.py). The wall time is the attempts' summed duration over the number that runs
+at once: the smallest of `max_active_tasks`, the safe concurrency of the quota (a fraction when one attempt alone
+outruns it: the quota then stretches every attempt) and, with the local executor, what this host's memory admits.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from pydantic import BaseModel
+
+from hcu.osworld.quota.limits import QuotaLimit, capacity, safe_concurrency
+from hcu.osworld.quota.profile import COUNTED_TOKENS, AttemptProfile, Sample
+from hcu.osworld.quota.stats import Range, Spread, spread, sum_range
+
+DOMAIN_MIN_ATTEMPTS = 5
+"""A domain gets its own profile from this many attempts on."""
+
+
+@dataclass(frozen=True)
+class MemoryFit:
+    """What the memory admission would let run at once on this host, now."""
+
+    attempts: int
+    described: str
+
+
+@dataclass(frozen=True)
+class Campaign:
+    """What the forecast is for."""
+
+    attempts: int
+    """Attempts still to run."""
+    max_active_tasks: int
+    provider: str
+    model: str
+    quota: dict[str, QuotaLimit] | None
+    upstreams: list[str] | None
+    upstreams_from: str
+    """Where the gateway's upstream labels came from, or why they are unknown."""
+    memory: MemoryFit | None
+    memory_binds: bool
+    """False with the ray executor: guests run on the nodes, whose memory admits their own."""
+    priced: bool
+    """The run's prices have its model."""
+    attempts_done: int | None = None
+
+
+class DomainProfile(BaseModel):
+    attempts: int
+    tokens_per_attempt: Spread | None
+    calls_per_attempt: Spread | None
+    agent_phase_sec: Spread | None
+
+
+class LimitCapacity(BaseModel):
+    per_minute: int
+    of: str
+
+
+class Forecast(BaseModel):
+    """The forecast as `--dry-run --json` prints it (`forecast`); None where a figure is unknown."""
+
+    attempts: int
+    """Attempts to run (tasks x repeats, less those final in the run directory)."""
+    attempts_done: int | None
+    sample_attempts: int
+    """Attempts the figures come from (that reached the agent phase)."""
+    sources: list[str]
+    counted_tokens: str
+    """Which tokens count against the provider's tokens-per-minute limit: `tokens_*` are these."""
+    tokens_per_attempt: Spread | None
+    input_tokens_per_attempt: Spread | None
+    cached_input_tokens_per_attempt: Spread | None
+    output_tokens_per_attempt: Spread | None
+    calls_per_attempt: Spread | None
+    agent_phase_sec: Spread | None
+    attempt_sec: Spread | None
+    tokens_per_minute_per_attempt: Spread | None
+    """One running attempt's rate: its tokens over its agent phase less rate-limit waits."""
+    calls_per_minute_per_attempt: Spread | None
+    by_domain: dict[str, DomainProfile]
+    quota: dict[str, LimitCapacity | None]
+    """What the quota serves, per limit kind, and whose entries that is."""
+    upstreams: list[str] | None
+    upstreams_from: str
+    safe_concurrency: int | None
+    safe_concurrency_exact: float | None
+    binding: str | None
+    memory_concurrency: int | None
+    memory: str
+    concurrency: float | None
+    """How many attempts the wall time assumes at once."""
+    concurrency_binding: str | None
+    tokens_total: Range
+    calls_total: Range
+    wall_time_sec: Range
+    cost_usd: Range
+    unknown: list[str]
+    """What the forecast cannot know, and why."""
+    notes: list[str]
+
+
+def _values(attempts: list[AttemptProfile], name: str) -> list[float]:
+    return [value for a in attempts if (value := getattr(a, name)) is not None]
+
+
+def make_forecast(sample: Sample, campaign: Campaign) -> Forecast:
+    attempts, count = sample.attempts, campaign.attempts
+    tokens, calls = _values(attempts, "quota_tokens"), _values(attempts, "calls")
+    token_rate = spread(_values(attempts, "tokens_per_minute"))
+    call_rate = spread(_values(attempts, "calls_per_minute"))
+    unknown: list[str] = []
+    notes = list(sample.notes)
+    if not attempts:
+        unknown.append("no attempt to learn from (give forecast_from: earlier runs of this agent and model, or wait "
+                       "for this run's first attempts): tokens, calls, rates, wall time and cost are unknown")
+    elif not tokens:
+        unknown.append("no attempt with token figures (see notes): tokens, rates and cost are unknown")
+    elif len(attempts) == 1:
+        unknown.append("one attempt to learn from: the totals have no range (it takes two)")
+    quota = dict(campaign.quota or {})
+    safe, said = safe_concurrency(quota, campaign.provider, campaign.upstreams,
+                                  token_rate.p90 if token_rate else None, call_rate.p90 if call_rate else None)
+    notes += said
+    if not quota:
+        example = '{"%s": {"tpm": 450000}}' % campaign.provider  # noqa: UP031 (braces of JSON)
+        unknown.append(f'safe_concurrency: the config has no quota (e.g. "quota": {example})')
+    elif safe is None and attempts:
+        unknown.append("safe_concurrency: no rate of a kind the quota limits (see notes)")
+    limits = {metric: capacity(quota, campaign.provider, campaign.upstreams, metric)[0] for metric in ("tpm", "rpm")}
+    memory = campaign.memory
+    at_once = [(float(campaign.max_active_tasks), "max_active_tasks")]
+    if safe is not None:
+        at_once.append((safe.exact, f"quota ({safe.binding})"))
+    if memory is None:
+        unknown.append("memory_concurrency: this host's memory could not be read")
+    elif campaign.memory_binds and memory.attempts >= 1:
+        at_once.append((float(memory.attempts), "memory of this host"))
+    elif campaign.memory_binds:
+        unknown.append("wall time: this host's memory fits no guest now")
+    concurrency, binding = min(at_once, key=lambda item: item[0])
+    wall = sum_range(_values(attempts, "duration_sec"), count).scaled(1 / concurrency) if concurrency > 0 else Range()
+    costs = _values(attempts, "cost_usd")
+    if not campaign.priced:
+        unknown.append(f"cost_usd: no price for {campaign.model} in the config's prices")
+    elif tokens and len(costs) < len(tokens):
+        notes.append(f"cost: {len(tokens) - len(costs)} attempts with rows that cannot be priced are left out")
+    return Forecast(
+        attempts=count, attempts_done=campaign.attempts_done, sample_attempts=len(attempts), sources=sample.sources,
+        counted_tokens=COUNTED_TOKENS.get(campaign.provider, COUNTED_TOKENS["openai"]),
+        tokens_per_attempt=spread(tokens), input_tokens_per_attempt=spread(_values(attempts, "input_tokens")),
+        cached_input_tokens_per_attempt=spread(_values(attempts, "cached_input_tokens")),
+        output_tokens_per_attempt=spread(_values(attempts, "output_tokens")), calls_per_attempt=spread(calls),
+        agent_phase_sec=spread(_values(attempts, "agent_sec")), attempt_sec=spread(_values(attempts, "duration_sec")),
+        tokens_per_minute_per_attempt=token_rate, calls_per_minute_per_attempt=call_rate,
+        by_domain=by_domain(attempts),
+        quota={metric: None if cap is None else LimitCapacity(per_minute=cap.per_minute, of=cap.of)
+               for metric, cap in limits.items()},
+        upstreams=campaign.upstreams, upstreams_from=campaign.upstreams_from,
+        safe_concurrency=None if safe is None else safe.attempts,
+        safe_concurrency_exact=None if safe is None else safe.exact, binding=None if safe is None else safe.binding,
+        memory_concurrency=None if memory is None else memory.attempts,
+        memory="unknown" if memory is None else memory.described
+        + ("" if campaign.memory_binds else "; not used for the wall time: the ray nodes admit their own guests"),
+        concurrency=round(concurrency, 3) if attempts else None, concurrency_binding=binding if attempts else None,
+        tokens_total=sum_range(tokens, count), calls_total=sum_range(calls, count), wall_time_sec=wall,
+        cost_usd=sum_range(costs, count) if campaign.priced else Range(), unknown=unknown, notes=notes)
+
+
+def by_domain(attempts: list[AttemptProfile]) -> dict[str, DomainProfile]:
+    """A profile for every domain with at least DOMAIN_MIN_ATTEMPTS attempts."""
+    grouped: dict[str, list[AttemptProfile]] = defaultdict(list)
+    for attempt in attempts:
+        if attempt.domain is not None:
+            grouped[attempt.domain].append(attempt)
+    return {domain: DomainProfile(attempts=len(group), tokens_per_attempt=spread(_values(group, "quota_tokens")),
+                                  calls_per_attempt=spread(_values(group, "calls")),
+                                  agent_phase_sec=spread(_values(group, "agent_sec")))
+            for domain, group in sorted(grouped.items()) if len(group) >= DOMAIN_MIN_ATTEMPTS}

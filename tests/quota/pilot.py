@@ -1,0 +1,71 @@
+"""A pilot run directory whose figures are known: hand-written result.json files and token-log rows.
+
+Five attempts of tasks p1..p5 (domain os), attempt k (1..5) made 10k counted calls, each row 10,000 input tokens
+(6,000 of them cached) and 200 output tokens, so attempt k used 102,000k tokens; their agent phases and
+durations are AGENT_SEC and DURATION_SEC, and p3 waited 300 s for rate limits. A sixth attempt, set aside
+under retries/ (p1's first), never reached the agent phase. The token log also holds a row of another run (a
+shared gateway) and, when asked, a torn line.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+
+from hcu.gateway.tokenlog import TORN_LINE_END, TokenLogRow, TokenUsage
+from hcu.osworld.records.identity import AttemptId
+from hcu.osworld.records.result import PhaseTiming, TaskResult
+
+RUN_ID = "pilot"
+MODEL = "gpt-5.5"
+AGENT_SEC = [600.0, 1200.0, 900.0, 1200.0, 1500.0]
+DURATION_SEC = [700.0, 1300.0, 1000.0, 1300.0, 1600.0]
+RATE_LIMIT_WAIT_SEC = [0.0, 0.0, 300.0, 0.0, 0.0]
+PRICES = {MODEL: {"input_usd_per_mtok": 1.25, "cached_input_usd_per_mtok": 0.125, "output_usd_per_mtok": 10.0}}
+ROW_COST = (4_000 * 1.25 + 6_000 * 0.125 + 200 * 10.0) / 1e6
+"""One row at PRICES: 4,000 uncached input, 6,000 cached, 200 output."""
+
+
+def row(scope: str, number: int, wait: float = 0.0, model: str = MODEL) -> bytes:
+    return TokenLogRow(time=1_700_000_000.0 + number, task=scope, provider="openai", upstream="r1.example",
+                       model=model, path="/v1/responses", status=200, outcome="success", counted=True,
+                       calls_used=number, usage=TokenUsage(input_tokens=10_000, cached_input_tokens=6_000,
+                                                           output_tokens=200),
+                       latency_sec=1.0, rate_limit_wait_sec=wait, attempts=1).model_dump_json().encode() + b"\n"
+
+
+def result(task_id: str, attempt: int, phases: list[PhaseTiming], duration: float, **outcome: object) -> bytes:
+    attempt_id = AttemptId(run_id=RUN_ID, task_id=task_id, attempt=attempt)
+    return TaskResult(**{"status": "completed", "score": 1.0, **outcome}, attempt_id=str(attempt_id), run_id=RUN_ID,
+                      task_id=task_id, task_domain="os", attempt=attempt, agent="codex", model=MODEL, phases=phases,
+                      duration_sec=duration).model_dump_json().encode()
+
+
+def build_pilot(run_dir: Path, *, agent: str = "codex", model: str = MODEL, torn: bool = False) -> Path:
+    """The pilot run directory described above."""
+    tasks = [f"p{k}" for k in range(1, 6)]
+    run_dir.mkdir(parents=True)
+    (run_dir / "config.json").write_bytes(orjson.dumps({
+        "run_id": RUN_ID, "benchmark_version": "v1", "agent": agent, "model": model, "effort": "xhigh",
+        "tasks": [{"id": task, "task_domain": "os"} for task in tasks], "test_desktop": "hcu-test-desktop:latest"}))
+    log = bytearray()
+    for k, task in enumerate(tasks, start=1):
+        attempt = 2 if task == "p1" else 1  # p1's first attempt was set aside
+        scope = AttemptId(run_id=RUN_ID, task_id=task, attempt=attempt).gateway_scope
+        for number in range(1, 10 * k + 1):
+            log += row(scope, number, RATE_LIMIT_WAIT_SEC[k - 1] if number == 1 else 0.0)
+        if torn and k == 2:
+            log += b'{"time": 1700000000.5, "task": "pilot.p2.a1", "provi' + TORN_LINE_END
+        phases = [PhaseTiming(name="boot", started_at=0.0, duration_sec=50.0),
+                  PhaseTiming(name="agent", started_at=50.0, duration_sec=AGENT_SEC[k - 1])]
+        (run_dir / "tasks" / task).mkdir(parents=True)
+        (run_dir / "tasks" / task / "result.json").write_bytes(result(task, attempt, phases, DURATION_SEC[k - 1]))
+    log += row("another-run.p1.a1", 1)  # a gateway the pilot shared with another run
+    (run_dir / "gateway-tokens.jsonl").write_bytes(bytes(log))
+    retried = run_dir / "retries" / "p1-1"
+    retried.mkdir(parents=True)  # never reached the agent phase: says nothing about usage
+    failed = [PhaseTiming(name="boot", started_at=0.0, duration_sec=300.0, status="failed")]
+    (retried / "result.json").write_bytes(result("p1", 1, failed, 300.0, status="error", score=None,
+                                                 failure_classification="guest"))
+    return run_dir

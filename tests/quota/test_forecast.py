@@ -1,0 +1,146 @@
+"""The forecast against a pilot run whose figures are known (tests/quota/pilot.py), the arithmetic done by hand
+here: medians, 90th percentiles, rates, the safe concurrency and which limit binds, the ranges."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from hcu.osworld.quota.forecast import Campaign, MemoryFit, make_forecast
+from hcu.osworld.quota.limits import QuotaLimit
+from hcu.osworld.quota.profile import PilotError, open_pilot, read_pilots
+from hcu.osworld.records.cost import ModelPrice
+from tests.quota.pilot import DURATION_SEC, MODEL, PRICES, ROW_COST, build_pilot, row
+
+T_95_4 = 2.1318
+"""Student's t, 95% quantile, 4 degrees of freedom (any printed table): five pilot attempts."""
+PRICED = {name: ModelPrice.model_validate(price) for name, price in PRICES.items()}
+
+
+def campaign(**changes: object) -> Campaign:
+    base = {"attempts": 12, "max_active_tasks": 2, "provider": "openai", "model": MODEL,
+            "quota": {"openai": QuotaLimit(tpm=100_000, rpm=10)}, "upstreams": None, "upstreams_from": "unknown",
+            "memory": MemoryFit(7, "this host"), "memory_binds": True, "priced": True}
+    return Campaign(**{**base, **changes})  # type: ignore[arg-type]
+
+
+def pilot_sample(tmp_path: Path, **build: object):
+    return read_pilots([build_pilot(tmp_path / "pilot", **build)], "codex", MODEL, "xhigh", PRICED)
+
+
+def test_the_figures_of_one_attempt(tmp_path: Path) -> None:
+    sample = pilot_sample(tmp_path)
+    assert len(sample.attempts) == 5, "the retry that never reached the agent phase is left out"
+    f = make_forecast(sample, campaign())
+    # attempt k made 10k calls of 10,200 tokens: 102,000k tokens
+    assert (f.tokens_per_attempt.median, f.tokens_per_attempt.p90) == (306_000, pytest.approx(408_000 + 0.6 * 102_000))
+    assert (f.calls_per_attempt.median, f.calls_per_attempt.p90) == (30, pytest.approx(46))
+    assert f.input_tokens_per_attempt.median == 300_000 and f.cached_input_tokens_per_attempt.median == 180_000
+    assert f.output_tokens_per_attempt.median == 6_000
+    # rates over the agent phase less rate-limit waits: 102k/10min, 204k/20min, 306k/(900-300)s, 408k/20, 510k/25
+    # = 10.2k, 10.2k, 30.6k, 20.4k, 20.4k per minute; calls 1, 1, 3, 2, 2 per minute
+    assert f.tokens_per_minute_per_attempt.median == pytest.approx(20_400)
+    assert f.tokens_per_minute_per_attempt.p90 == pytest.approx(20_400 + 0.6 * 10_200)
+    assert (f.calls_per_minute_per_attempt.median, f.calls_per_minute_per_attempt.p90) == (2, pytest.approx(2.6))
+    assert f.agent_phase_sec.median == 1200 and f.attempt_sec.median == 1300
+    assert list(f.by_domain) == ["os"] and f.by_domain["os"].attempts == 5
+
+
+def test_safe_concurrency_and_which_limit_binds(tmp_path: Path) -> None:
+    sample = pilot_sample(tmp_path)
+    tpm_binds = make_forecast(sample, campaign())  # 100,000 / 26,520 = 3.77 against 10 / 2.6 = 3.85
+    assert (tpm_binds.safe_concurrency, tpm_binds.binding) == (3, "tpm of openai")
+    assert tpm_binds.safe_concurrency_exact == pytest.approx(100_000 / 26_520, abs=1e-3)
+    rpm_binds = make_forecast(sample, campaign(quota={"openai": QuotaLimit(tpm=100_000, rpm=8)}))  # 8 / 2.6 = 3.08
+    assert (rpm_binds.safe_concurrency, rpm_binds.binding) == (3, "rpm of openai")
+    upstreams = ["r1.example@d1", "r1.example@d2", "r2.example"]
+    quota = {"r1.example@d1": QuotaLimit(tpm=60_000), "r1.example@d2": QuotaLimit(tpm=40_000),
+             "r2.example": QuotaLimit(tpm=50_000)}
+    summed = make_forecast(sample, campaign(quota=quota, upstreams=upstreams))  # 150,000 / 26,520 = 5.66
+    assert (summed.safe_concurrency, summed.binding) == (5, "tpm of r1.example@d1 + r1.example@d2 + r2.example")
+    capped = make_forecast(sample, campaign(quota={**quota, "openai": QuotaLimit(tpm=120_000)}, upstreams=upstreams))
+    assert (capped.safe_concurrency, capped.binding) == (4, "tpm of openai")  # 120,000 / 26,520 = 4.52
+    alone = make_forecast(sample, campaign(quota={"openai": QuotaLimit(tpm=20_000)}))
+    assert (alone.safe_concurrency, alone.concurrency) == (0, pytest.approx(20_000 / 26_520, abs=1e-3))
+    assert alone.concurrency_binding == "quota (tpm of openai)", "one attempt outruns the quota: it stretches"
+
+
+def test_the_totals_are_ranges(tmp_path: Path) -> None:
+    f = make_forecast(pilot_sample(tmp_path), campaign())
+    n, count = 5, 12
+    growth = math.sqrt(count + count**2 / n)  # sd_total = s * sqrt(N + N^2/n)
+    token_sd = math.sqrt(sum((102_000 * (k - 3)) ** 2 for k in range(1, 6)) / (n - 1))
+    assert f.tokens_total.expected == pytest.approx(12 * 306_000)
+    assert f.tokens_total.low == pytest.approx(12 * 306_000 - T_95_4 * token_sd * growth, rel=1e-4)
+    assert f.tokens_total.high == pytest.approx(12 * 306_000 + T_95_4 * token_sd * growth, rel=1e-4)
+    assert f.calls_total.expected == pytest.approx(12 * 30)
+    assert f.calls_total.high == pytest.approx(360 + T_95_4 * math.sqrt(250) * growth, rel=1e-4)
+    # at once: max_active_tasks 2 (safe 3.77, memory 7); durations' mean 1,180 s, variance 117,000
+    assert (f.concurrency, f.concurrency_binding, f.memory_concurrency) == (2, "max_active_tasks", 7)
+    assert sum(DURATION_SEC) / 5 == 1180
+    assert f.wall_time_sec.expected == pytest.approx(12 * 1180 / 2)
+    assert f.wall_time_sec.low == pytest.approx((12 * 1180 - T_95_4 * math.sqrt(117_000) * growth) / 2, rel=1e-4)
+    assert f.cost_usd.expected == pytest.approx(12 * 30 * ROW_COST)  # mean 30 rows an attempt
+    assert f.cost_usd.high == pytest.approx(12 * 30 * ROW_COST + T_95_4 * math.sqrt(250) * ROW_COST * growth,
+                                            rel=1e-4)
+    tight = make_forecast(pilot_sample(tmp_path / "b"), campaign(attempts=2_000))
+    half = T_95_4 * token_sd * math.sqrt(2_000 + 2_000**2 / n)
+    assert tight.tokens_total.low == pytest.approx(2_000 * 306_000 - half, rel=1e-4)
+    assert tight.tokens_total.low > 0, "clipped at 0 only when the interval reaches below it"
+
+
+def test_what_cannot_be_known_is_null_and_said(tmp_path: Path) -> None:
+    from hcu.osworld.quota.profile import Sample
+
+    f = make_forecast(Sample(), campaign(quota=None, priced=False))
+    assert f.tokens_per_attempt is None and f.safe_concurrency is None and f.binding is None
+    assert f.wall_time_sec.model_dump() == {"low": None, "expected": None, "high": None}
+    assert f.cost_usd.expected is None and f.tokens_total.expected is None
+    said = " ".join(f.unknown)
+    assert "no attempt to learn from" in said and "no quota" in said and "no price for gpt-5.5" in said
+    one = make_forecast(Sample(attempts=pilot_sample(tmp_path).attempts[:1]), campaign())
+    assert one.tokens_total.expected == 12 * 102_000 and one.tokens_total.low is None
+    assert any("one attempt" in line for line in one.unknown)
+
+
+def test_a_torn_line_is_reported_and_skipped(tmp_path: Path) -> None:
+    sample = pilot_sample(tmp_path, torn=True)
+    assert [note for note in sample.notes if "unreadable" in note] == [
+        f"{tmp_path / 'pilot' / 'gateway-tokens.jsonl'}: 1 unreadable lines skipped (torn or not a row: line 31)"]
+    assert sorted(a.quota_tokens for a in sample.attempts) == [102_000 * k for k in range(1, 6)]
+
+
+def test_a_foreign_token_log_is_reported_and_skipped(tmp_path: Path) -> None:
+    run_dir = build_pilot(tmp_path / "pilot")
+    (run_dir / "gateway-tokens.jsonl").write_bytes(b"".join(row("elsewhere.p1.a1", n) for n in range(1, 4)))
+    sample = read_pilots([run_dir], "codex", MODEL, "xhigh", PRICED)
+    assert any("no row of run pilot (a foreign token log); skipped" in note for note in sample.notes)
+    assert len(sample.attempts) == 5 and all(a.quota_tokens is None and a.calls is None for a in sample.attempts)
+    f = make_forecast(sample, campaign())
+    assert f.tokens_per_attempt is None and f.safe_concurrency is None and f.agent_phase_sec.median == 1200
+
+
+def test_rows_of_another_model_leave_their_attempt_without_tokens(tmp_path: Path) -> None:
+    run_dir = build_pilot(tmp_path / "pilot")
+    with (run_dir / "gateway-tokens.jsonl").open("ab") as log:
+        log.write(row("pilot.p3.a1", 99, model="gpt-4o"))
+    sample = read_pilots([run_dir], "codex", MODEL, "high", PRICED)
+    assert sorted(a.attempt_id for a in sample.attempts if a.quota_tokens is None) == ["pilot.p3.a1"]
+    assert any("1 attempts with rows of another model than gpt-5.5" in note for note in sample.notes)
+    assert any("ran effort xhigh; this run's is high" in note for note in sample.notes)
+
+
+@pytest.mark.parametrize("build, agent, model, says", [
+    ({"agent": "claude-code", "model": "claude-opus-5"}, "codex", MODEL, "is a run of agent claude-code; this run's "
+     "agent is codex"),
+    ({"model": "gpt-5.4"}, "codex", MODEL, "is a run of model gpt-5.4; this run's model is gpt-5.5"),
+    (None, "codex", MODEL, "is not a run directory"),
+])
+def test_a_pilot_of_another_agent_or_model_or_no_run_is_refused(tmp_path: Path, build, agent, model, says) -> None:
+    path = build_pilot(tmp_path / "pilot", **build) if build is not None else tmp_path
+    with pytest.raises(PilotError, match=says):
+        open_pilot(path, agent, model)
+    with pytest.raises(PilotError, match="this run's own directory"):
+        open_pilot(tmp_path, agent, model, own_run_dir=tmp_path)
