@@ -201,7 +201,7 @@ class RunConfig(ExecutorKeys, AttemptSettings):
                 raise ValueError(f"quota.{key}: {problem}")
         node_gateway = self.ray.node_gateway if self.ray is not None else None
         upstreams = upstreams_in_args(node_gateway.upstream_args) if node_gateway is not None else None
-        unmatched = unmatched_key(self.quota or {}, AGENTS[self.agent].provider, upstreams)
+        unmatched = unmatched_key(self.quota or {}, agent_cli(self.agent).provider.name, upstreams)
         if unmatched is not None:
             raise ValueError(unmatched)
         return self

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hcu.defaults import AGENTS
+from hcu.osworld.agents import agent_cli
 from hcu.osworld.attempt.gateway_health import gateway_health
 from hcu.osworld.errors import GatewayError
 from hcu.osworld.guest.memory import need_bytes
@@ -52,14 +52,14 @@ def known_upstreams(config: RunConfig) -> Upstreams:
 
 def quota_mismatch(config: RunConfig, upstreams: Upstreams) -> str | None:
     """The one-line error for a quota key that names no upstream of the run's gateway (None: all match)."""
-    return unmatched_key(config.quota or {}, AGENTS[config.agent].provider, upstreams.labels)
+    return unmatched_key(config.quota or {}, agent_cli(config.agent).provider.name, upstreams.labels)
 
 
 def campaign(config: RunConfig, attempts: int, upstreams: Upstreams, done: int | None = None) -> Campaign:
     kind = "qemu" if config.guest_image is not None else "desktop"
     need = max(need_bytes(kind, task.ram_size or config.ram_size) for task in config.tasks)
     return Campaign(attempts=attempts, max_active_tasks=config.max_active_tasks,
-                    provider=AGENTS[config.agent].provider, model=str(config.model), quota=config.quota,
+                    provider=agent_cli(config.agent).provider.name, model=str(config.model), quota=config.quota,
                     upstreams=upstreams.labels, upstreams_from=upstreams.source, memory=memory_fit(need),
                     memory_binds=config.executor == "local", priced=str(config.model) in (config.prices or {}),
                     attempts_done=done)
@@ -92,5 +92,5 @@ def finished_profile(config: RunConfig, view: TaskView, domain: str | None) -> A
         return None
     scope = AttemptId(run_id=str(config.run_id), task_id=view.task_id, attempt=view.attempt,
                       repeat=view.repeat).gateway_scope
-    return attempt_profile(view.result, scope, view.result.task_domain or domain, AGENTS[config.agent].provider,
+    return attempt_profile(view.result, scope, view.result.task_domain or domain, agent_cli(config.agent).provider.name,
                            view.result.usage, view.result.cost_usd)

@@ -19,15 +19,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Annotated, Literal, get_args
+from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from hcu.defaults import Provider
 from hcu.flags import Settings
+from hcu.gateway.descriptors import PROVIDERS as PROVIDER_DESCRIPTORS
 from hcu.gateway.pool import UpstreamSpecError, parse_upstreams
 
-PROVIDERS: tuple[str, ...] = get_args(Provider)
+PROVIDERS: tuple[str, ...] = tuple(PROVIDER_DESCRIPTORS)
 Metric = Literal["tpm", "rpm"]
 PerMinute = Annotated[int, Field(gt=0, strict=True)]
 

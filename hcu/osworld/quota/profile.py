@@ -22,8 +22,8 @@ from pathlib import Path
 import orjson
 from pydantic import ValidationError
 
-from hcu.defaults import AGENTS
 from hcu.gateway.tokenlog import TokenLogRow
+from hcu.osworld.agents import agent_cli
 from hcu.osworld.records.cost import Cost, ModelPrice
 from hcu.osworld.records.identity import AttemptId, attempt_of_scope
 from hcu.osworld.records.layout import RESULT_FILE
@@ -126,7 +126,7 @@ def open_pilot(path: Path, agent: str, model: str, own_run_dir: Path | None = No
     try:
         config = orjson.loads((path / "config.json").read_bytes())
         their_agent, run_id, tasks = config["agent"], str(config.get("run_id") or path.name), config["tasks"]
-        their_model = config.get("model") or AGENTS[their_agent].model
+        their_model = config.get("model") or agent_cli(their_agent).model
     except (OSError, orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
         raise PilotError(f"{path} is not a run directory (no readable config.json naming its agent and tasks)") \
             from None
@@ -149,7 +149,7 @@ def read_pilots(paths: list[Path], agent: str, model: str, effort: str | None,
                 prices: dict[str, ModelPrice]) -> Sample:
     """The attempt profiles of the runs at `paths` (PilotError on one that is not a run of this agent and model)."""
     sample = Sample()
-    provider = AGENTS[agent].provider  # type: ignore[index]
+    provider = agent_cli(agent).provider.name
     for path in paths:
         run = open_pilot(path, agent, model)
         if run.effort is not None and effort is not None and run.effort != effort:
