@@ -1,10 +1,61 @@
-"""The one error table: every failure class, where it comes from, and what retry, scoring and summaries do.
+"""The one error table: every failure class, where it comes from, and what retry, scoring and summaries do; and
+the one exception tree of hcu.osworld.
 
 A failure is classified where it happens (a phase raises a `PhaseError` subclass, a deadline or a stop signal
 ends it with an `AttemptEnded`, and the attempt runner translates lower-level errors once, by the phase they end);
 `run_task` (its exit status), the queue (retry, pause, stop), resume and `summarize` (score or
 withhold) all read `policy_for(failure_classification)` rather than guessing from logs. Stored results resolve
 like live ones, because the key is the class name recorded in result.json.
+
+Every exception hcu.osworld raises derives from one of two roots. Each boundary translates what the library
+under it raises into this tree once, where it is crossed: Docker's errors (docker.errors, and the requests
+errors of its transport) become a `GuestError` (guest.docker_engine.engine_calls, and each readiness step), the
+in-guest API's (requests) a `GuestAPIError` (guest.api), OSWorld's process an `OSWorldCodeError`
+(osworld_bridge.process), downloads an `AssetError` (osworld_bridge.assets); the agent CLIs' processes run in
+the guest, so their failures arrive as `GuestAPIError`s or as what their adapters read of them. Only
+`hcu.osworld.attempt.failures` turns the tree into failure classes.
+
+    HcuOSWorldError                     hcu.osworld.errors
+    ├── PhaseError                      a failure a phase decided, carrying its class
+    │   ├── GuestError                  guest
+    │   │   └── GuestMemoryError        guest_memory
+    │   ├── SetupError                  setup
+    │   │   └── AppMissing              attempt.app_check
+    │   ├── GatewayError                gateway
+    │   ├── ProbeError                  probe
+    │   ├── EvaluatorError              evaluator
+    │   ├── ConfigurationError          configuration
+    │   │   └── MissingApplication      osworld_bridge.setup
+    │   ├── TaskError                   osworld_bridge.tasks (its class set per task file)
+    │   └── SweepError                  canary.sweep
+    ├── GuestAPIError                   guest.api: a call into the guest failed
+    ├── AssetError                      osworld_bridge.assets
+    │   └── OfflineAssetMiss
+    ├── OSWorldCodeError                osworld_bridge.process: OSWorld's process failed, with its kind
+    ├── ProtocolError                   osworld_bridge.protocol: a message out of protocol
+    ├── SetupStepError                  osworld_bridge.setup: a setup step failed (its cause, if any, attached)
+    ├── Failure                         osworld_bridge.child.v1: inside OSWorld's process, sent back as a kind
+    ├── ConfigError                     queue.config: a run config that cannot run
+    ├── QueueRefused                    queue.executor
+    ├── QueueStopped                    queue.panel
+    ├── GatewayMismatch                 queue.gate
+    ├── ManifestMismatch                queue.manifest
+    ├── NodeGatewayError                queue.node_gateway
+    ├── AttemptGone                     queue.ray_node (also a LookupError)
+    ├── SummaryError                    summary.run_summary
+    ├── RunDirError                     view.data
+    ├── ExportError                     view.export
+    └── PathRefused                     view.paths (also a ValueError)
+
+    AttemptEnded (a BaseException)      a phase deadline or a stop signal
+    ├── PhaseTimeout
+    │   ├── BootTimeout                 guest
+    │   ├── SetupTimeout                setup
+    │   ├── ProbeTimeout                probe
+    │   └── EvaluationTimeout           evaluator
+    └── Interrupted                     interrupted
+
+`AttemptEnded` stays outside `HcuOSWorldError` on purpose: it must pass every `except Exception` on its way.
 """
 
 from __future__ import annotations
@@ -101,7 +152,12 @@ def counted_score(failure_classification: str | None, termination_reason: str | 
     return score if policy.scored else None
 
 
-class PhaseError(Exception):
+class HcuOSWorldError(Exception):
+    """The root of every exception hcu.osworld raises (the tree is in this module's docstring), except
+    `AttemptEnded`. Messages are one line and never hold credentials."""
+
+
+class PhaseError(HcuOSWorldError):
     """A failure a phase decided where it happened, carrying its class. Messages never hold credentials.
     Lower-level errors (the guest API, Docker, OSWorld's process, the asset cache) are not PhaseErrors: the
     attempt runner translates them once, by the phase they end (hcu.osworld.attempt.failures)."""

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ValidationError
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 from urllib3.exceptions import NewConnectionError
 
+from hcu.osworld.errors import HcuOSWorldError
 from hcu.osworld.guest.answer import answer_message
 from hcu.record_io import write_atomic_chunks
 
@@ -47,7 +48,7 @@ class ExecResult(BaseModel):
     returncode: int | None
 
 
-class GuestAPIError(Exception):
+class GuestAPIError(HcuOSWorldError):
     """A call into the guest failed. Carries the endpoint and HTTP status (None when no response came back).
 
     The message names the endpoint, the status or the transport failure and what the guest answered (one line,
@@ -59,7 +60,7 @@ class GuestAPIError(Exception):
         self.status = status
 
 
-class _TransientStatus(Exception):
+class _TransientStatus(HcuOSWorldError):
     def __init__(self, response: requests.Response) -> None:
         super().__init__(response.status_code)
         self.response = response

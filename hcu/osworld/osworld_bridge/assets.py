@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential
 
 from hcu.defaults import ASSET_CACHE_DIR
+from hcu.osworld.errors import HcuOSWorldError
 from hcu.osworld.osworld_bridge.tasks import TaskDefinition
 
 STAND_IN_MARKER = "STAND-INS.txt"
@@ -39,7 +40,7 @@ CONNECT_TIMEOUT_SEC = 10.0
 CHUNK_BYTES = 1 << 20
 
 
-class AssetError(Exception):
+class AssetError(HcuOSWorldError):
     """An asset could not be resolved: offline miss, bad URL, or a failed download."""
 
 

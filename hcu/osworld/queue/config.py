@@ -21,6 +21,7 @@ from pydantic import BeforeValidator, Field, ValidationError, field_validator, m
 from hcu import REPO_ROOT
 from hcu.defaults import AGENTS, GATEWAY
 from hcu.flags import Settings, describe_error
+from hcu.osworld.errors import HcuOSWorldError
 from hcu.osworld.osworld_bridge.assets import holds_stand_ins
 from hcu.osworld.records.identity import ambiguous_task_id
 from hcu.osworld.settings import SAFE_NAME, SIZE, AttemptSettings, absolute
@@ -41,7 +42,7 @@ DOCKER_BRIDGE_FALLBACK = "172.17.0.1"
 """Docker's usual bridge address, used when the engine cannot be asked (a dry run on a machine without one)."""
 
 
-class ConfigError(Exception):
+class ConfigError(HcuOSWorldError):
     """A config that cannot run; the message is one line naming the key and what was expected."""
 
 

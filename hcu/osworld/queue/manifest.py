@@ -21,7 +21,7 @@ from pydantic import BaseModel
 
 from hcu import REPO_ROOT
 from hcu.defaults import AGENTS
-from hcu.osworld.errors import RETRY_POLICY, PhaseError
+from hcu.osworld.errors import RETRY_POLICY, HcuOSWorldError, PhaseError
 from hcu.osworld.guest.container_image import resolve
 from hcu.osworld.guest.docker_engine import docker_client
 from hcu.osworld.osworld_bridge.process import OSWorldCodeError
@@ -81,7 +81,7 @@ class Manifest(Record):
                 "guest_image": self.guest_image, "guest_docker_image": (self.guest_docker_image or {}).get("id")}
 
 
-class ManifestMismatch(Exception):
+class ManifestMismatch(HcuOSWorldError):
     """A pinned input changed since the run started."""
 
 

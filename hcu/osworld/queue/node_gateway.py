@@ -19,6 +19,7 @@ from pathlib import Path
 import requests
 
 from hcu.defaults import AGENTS
+from hcu.osworld.errors import HcuOSWorldError
 from hcu.osworld.queue.config import RunConfig
 from hcu.osworld.queue.keeper import die_with_parent
 
@@ -27,7 +28,7 @@ START_TIMEOUT_SEC = 30.0
 STOP_TIMEOUT_SEC = 10.0
 
 
-class NodeGatewayError(Exception):
+class NodeGatewayError(HcuOSWorldError):
     """The node's gateway could not be started; one line, no credential."""
 
 

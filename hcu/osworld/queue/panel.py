@@ -23,7 +23,7 @@ import orjson
 from filelock import FileLock, Timeout
 from pydantic import ValidationError
 
-from hcu.osworld.errors import policy_for
+from hcu.osworld.errors import HcuOSWorldError, policy_for
 from hcu.osworld.queue.config import RunConfig, lowered_repeats
 from hcu.osworld.queue.executor import Executor, Lost, QueueRefused
 from hcu.osworld.queue.executors import make_executor
@@ -52,7 +52,7 @@ STATUS_INTERVAL_SEC = 1.0
 __all__ = ["DEFAULT_POLL_SEC", "QueueRefused", "QueueStopped", "config_difference", "run_queue", "run_lock"]
 
 
-class QueueStopped(Exception):
+class QueueStopped(HcuOSWorldError):
     """An attempt ended on a failure every other attempt would repeat (errors.py `stop_queue`), or the run's
     spend reached max_cost_usd: the queue launched nothing more, let the running attempts finish, and says why
     in one line."""

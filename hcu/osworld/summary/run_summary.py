@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
-from hcu.osworld.errors import LIMIT_TERMINATIONS, POLICIES, RETRY_POLICY, policy_for
+from hcu.osworld.errors import LIMIT_TERMINATIONS, POLICIES, RETRY_POLICY, HcuOSWorldError, policy_for
 from hcu.osworld.queue.config import REPEAT_POLICY, RunConfig
 from hcu.osworld.summary.compare import compare
 from hcu.osworld.summary.cost import CostFigures, cost_figures
@@ -44,7 +44,7 @@ CSV_COLUMNS = ("task_id", "repeat", "domain", "stratum", "status", "score", "eva
 TOKEN_FIELDS = ("input_tokens", "cached_input_tokens", "output_tokens", "reasoning_tokens")
 
 
-class SummaryError(Exception):
+class SummaryError(HcuOSWorldError):
     """RUN_DIR is not a run directory this tool can read; one line."""
 
 
