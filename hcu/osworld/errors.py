@@ -63,13 +63,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from hcu.defaults import RETRIES
+
 FailureClass = Literal[
     "guest",  # the container/VM did not start, did not become ready in time, or died
     "guest_memory",  # the guest's image refused to start: RAM_SIZE plus its overhead exceeded free memory (exit 17)
     "setup",  # the task's setup steps failed or overran the phase timeout
     "gateway",  # the gateway was unreachable (past the tolerated absence) or its budget differs from the config
     "probe",  # executables or the MCP probe failed before the agent started
-    "upstream_rate_limit",  # the agent's turn still ended on a rate limit after two session resumes
+    "upstream_rate_limit",  # the agent's turn still ended on a rate limit after its session resumes (RETRIES)
     "upstream_error",  # five consecutive failed generations, or the CLI gave up after upstream failures
     "interrupted",  # the runner was stopped (SIGTERM/SIGINT) or died before the attempt finished
     "node_lost",  # the attempt's Ray node died or was drained mid-attempt (the ray executor's head says so)
@@ -128,9 +130,7 @@ POLICIES: dict[str, ErrorPolicy] = {
 LIMIT_TERMINATIONS = ("max_model_calls", "timeout")
 """Termination reasons that score 0 whatever the evaluator said (or whether it could say anything)."""
 
-MAX_ATTEMPTS = 4
-"""The first attempt plus at most three infrastructure retries (the queue's and the canary sweep's)."""
-RETRY_POLICY = (f"infrastructure failures rerun the task, at most {MAX_ATTEMPTS} attempts; the one attempt "
+RETRY_POLICY = (f"infrastructure failures rerun the task, at most {RETRIES.attempts} attempts; the one attempt "
                 "left in tasks/ is scored (never a best-of or mean); retries/ are kept and never scored")
 """How a score relates to retries, as manifest.json and summary.json state it."""
 

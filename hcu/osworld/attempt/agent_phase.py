@@ -18,6 +18,7 @@ from pathlib import Path
 import orjson
 from pydantic import BaseModel
 
+from hcu.defaults import RETRIES
 from hcu.gateway.budget import TaskStateView
 from hcu.osworld.agents.base import AgentAdapter, AgentPlan, TurnOutcome
 from hcu.osworld.attempt.gateway_watch import SYSTEM_CLOCK, Clock, GatewayWatch, RateLimitWaits
@@ -31,10 +32,6 @@ from hcu.osworld.settings import LimitSettings
 from hcu.record_io import write_atomic
 
 log = logging.getLogger("hcu.run_task")
-
-MAX_RATE_LIMIT_RESUMES = 2
-"""A turn's raw event stream in the result folder, kept as the CLI printed it (without the scope secret)."""
-
 
 POLL_SEC = 2.0
 """How often the agent's process, output and gateway state are looked at."""
@@ -50,6 +47,8 @@ class AgentLimits:
     gateway_away_sec: float
     """How long the gateway may not answer before the attempt ends as `gateway`."""
     poll_sec: float = POLL_SEC
+    rate_limit_resumes: int = RETRIES.rate_limit_resumes
+    """Session resumes after a turn that ended on a rate limit; then the attempt ends as `upstream_rate_limit`."""
 
     @classmethod
     def of(cls, settings: LimitSettings) -> AgentLimits:
@@ -101,7 +100,7 @@ def run_agent(api: GuestAPI, adapter: AgentAdapter, plan: AgentPlan, *, gateway:
                       protocol_word=outcome.protocol_word, final_message=outcome.final_message)
         if end != "rate_limited":
             return _final(end, outcome, **common)
-        if rate_limit_resumes == MAX_RATE_LIMIT_RESUMES:
+        if rate_limit_resumes == limits.rate_limit_resumes:
             return AgentOutcome(termination_reason="completed", failure_classification="upstream_rate_limit",
                                 failure_message=f"turn {turn} ended on a rate limit after {turn - 1} resumes",
                                 **common)

@@ -17,6 +17,7 @@ import docker.errors
 import requests
 from pydantic import BaseModel
 
+from hcu.defaults import RETRIES
 from hcu.osworld.errors import ConfigurationError, GuestError
 from hcu.osworld.guest.api import ExecResult, GuestAPI, GuestAPIError
 from hcu.osworld.guest.console import ContainerWatch
@@ -24,9 +25,6 @@ from hcu.osworld.guest.console import ContainerWatch
 POLL_INTERVAL_SEC = 0.2
 PROBE_TIMEOUT_SEC = 10.0
 SUDO_TIMEOUT_SEC = 30.0
-SUDO_SETTLE_SEC = 60.0
-"""How long sudo may fail for another reason than a refused password (a guest whose API answers before the
-rest of its system is up) before the step fails as a guest failure."""
 SUDO_RETRY_SEC = 1.0
 SUDO_REFUSED = "incorrect password attempt"
 """What sudo says (C locale) when it refused the password it read: the guest rejects client_password."""
@@ -144,7 +142,7 @@ def sudo_command(password: str, command: str) -> str:
     return f"printf '%s\\n' {shlex.quote(password)} | LC_ALL=C sudo -S -k -p '' {command}"
 
 
-def check_sudo(api: GuestAPI, password: str, *, settle_sec: float = SUDO_SETTLE_SEC) -> None:
+def check_sudo(api: GuestAPI, password: str, *, settle_sec: float = RETRIES.guest_sudo_settle_sec) -> None:
     """sudo works with client_password. A refused password fails at once as a ConfigurationError naming
     client_password (the guest image's password is fixed: every attempt would fail the same way); any other
     failure is a guest not ready yet, tried again for up to `settle_sec`, then a guest failure."""
