@@ -213,5 +213,11 @@ class RetryDefaults(BaseModel):
     """OSWorld's connection to the guest's Chrome over CDP, in a patched OSWorld checkout: a Chrome still starting
     is waited for instead of OSWorld launching a second browser."""
 
+    @property
+    def policy(self) -> str:
+        """How a score relates to retries, as manifest.json and summary.json state it."""
+        return (f"infrastructure failures rerun the task, at most {self.attempts} attempts; the one attempt left in "
+                "tasks/ is scored (never a best-of or mean); retries/ are kept and never scored")
+
 
 RETRIES = RetryDefaults()

@@ -9,15 +9,16 @@ like live ones, because the key is the class name recorded in result.json.
 
 Every exception hcu.osworld raises derives from one of two roots. Each boundary translates what the library
 under it raises into this tree once, where it is crossed: Docker's errors (docker.errors, and the requests
-errors of its transport) become a `GuestError` (guest.docker_engine.engine_calls, and each readiness step), the
-in-guest API's (requests) a `GuestAPIError` (guest.api), OSWorld's process an `OSWorldCodeError`
-(osworld_bridge.process), downloads an `AssetError` (osworld_bridge.assets); the agent CLIs' processes run in
-the guest, so their failures arrive as `GuestAPIError`s or as what their adapters read of them. Only
-`hcu.osworld.attempt.failures` turns the tree into failure classes.
+errors of its transport) become a `DockerEngineError` (guest.docker_engine.engine_calls) or the `GuestError` of
+the readiness step they end, the in-guest API's (requests) a `GuestAPIError` (guest.api), OSWorld's process an
+`OSWorldCodeError` (osworld_bridge.process), downloads an `AssetError` (osworld_bridge.assets); the agent
+CLIs' processes run in the guest, so their failures arrive as `GuestAPIError`s or as what their adapters read
+of them. Only `hcu.osworld.attempt.failures` turns the tree into failure classes.
 
     HcuOSWorldError                     hcu.osworld.errors
     ├── PhaseError                      a failure a phase decided, carrying its class
     │   ├── GuestError                  guest
+    │   │   ├── DockerEngineError       guest.docker_engine: the engine refused a call or did not answer
     │   │   └── GuestMemoryError        guest_memory
     │   ├── SetupError                  setup
     │   │   └── AppMissing              attempt.app_check
@@ -56,14 +57,15 @@ the guest, so their failures arrive as `GuestAPIError`s or as what their adapter
     └── Interrupted                     interrupted
 
 `AttemptEnded` stays outside `HcuOSWorldError` on purpose: it must pass every `except Exception` on its way.
+
+Standard library only: OSWorld's process (osworld_bridge.child) raises this tree too, in whatever interpreter
+runs OSWorld. The retry limits are `hcu.defaults.RETRIES`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Literal
-
-from hcu.defaults import RETRIES
 
 FailureClass = Literal[
     "guest",  # the container/VM did not start, did not become ready in time, or died
@@ -130,11 +132,6 @@ POLICIES: dict[str, ErrorPolicy] = {
 LIMIT_TERMINATIONS = ("max_model_calls", "timeout")
 """Termination reasons that score 0 whatever the evaluator said (or whether it could say anything)."""
 
-RETRY_POLICY = (f"infrastructure failures rerun the task, at most {RETRIES.attempts} attempts; the one attempt "
-                "left in tasks/ is scored (never a best-of or mean); retries/ are kept and never scored")
-"""How a score relates to retries, as manifest.json and summary.json state it."""
-
-
 def policy_for(failure_classification: str | None) -> ErrorPolicy:
     """The policy for a recorded classification: CLEAN for none; a class this table does not know (a result
     from another version) is neither retried nor scored, like a runner bug."""
@@ -172,6 +169,10 @@ class PhaseError(HcuOSWorldError):
 
 class GuestError(PhaseError):
     classification = "guest"
+
+
+class DockerEngineError(GuestError):
+    """The Docker engine refused a call or did not answer (guest.docker_engine.engine_calls)."""
 
 
 class GuestMemoryError(GuestError):

@@ -23,6 +23,7 @@ from hcu.gateway.budget import TaskStateView
 from hcu.osworld.agents.base import AgentAdapter, AgentPlan, TurnOutcome
 from hcu.osworld.attempt.gateway_watch import SYSTEM_CLOCK, Clock, GatewayWatch, RateLimitWaits
 from hcu.osworld.attempt.scope_credential import GatewayCredential
+from hcu.osworld.errors import FailureClass
 from hcu.osworld.guest.api import GuestAPI
 from hcu.osworld.guest.process import GuestProcess
 from hcu.osworld.records.layout import TURN_EVENTS
@@ -61,7 +62,7 @@ class AgentOutcome(BaseModel):
     termination_detail: TerminationDetail | None = None
     protocol_word: ProtocolWord | None = None
     final_message: str | None = None
-    failure_classification: str | None = None
+    failure_classification: FailureClass | None = None
     failure_message: str | None = None
     turns: int = 0
     rate_limit_resumes: int = 0

@@ -58,9 +58,10 @@ class Readiness:
     """Records each step's duration and outcome; a step that fails as a guest fails (GUEST_FAILURES) raises
     GuestError naming it."""
 
-    def __init__(self, guest_name: str) -> None:
+    def __init__(self, guest_name: str, steps: list[ReadinessStep] | None = None) -> None:
         self.guest_name = guest_name
-        self.steps: list[ReadinessStep] = []
+        self.steps = steps if steps is not None else []
+        """Appended to as each step ends (the caller's list, when given: it outlives a failed boot)."""
 
     @contextlib.contextmanager
     def step(self, name: str, *, required: bool = True) -> Iterator[StepNote]:
@@ -74,9 +75,7 @@ class Readiness:
                 ReadinessStep(name=name, duration_sec=_since(started), ok=False, error=error, detail=note.detail)
             )
             if required:
-                failure = GuestError(f"guest {self.guest_name}: readiness step '{name}' failed: {error}")
-                failure.readiness = self.steps  # type: ignore[attr-defined]
-                raise failure from exc
+                raise GuestError(f"guest {self.guest_name}: readiness step '{name}' failed: {error}") from exc
         except BaseException as exc:  # a phase deadline or a stop signal: the record shows where the boot was
             self.steps.append(ReadinessStep(name=name, duration_sec=_since(started), ok=False,
                                             error=f"{type(exc).__name__}: {exc}"[:300], detail=note.detail))

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from hcu.osworld.errors import HcuOSWorldError
+from hcu.osworld.errors import FailureClass, HcuOSWorldError
 from hcu.osworld.queue.config import TaskSpec
 from hcu.osworld.queue.manifest import NodeInfo
 from hcu.osworld.queue.state import TaskView
@@ -29,7 +29,7 @@ class QueueRefused(HcuOSWorldError):
 class Lost:
     """An attempt that ended without a result: set aside under retries/ with this classification."""
 
-    classification: str
+    classification: FailureClass
     reason: str
 
 

@@ -20,8 +20,8 @@ from filelock import FileLock
 from pydantic import BaseModel
 
 from hcu import REPO_ROOT
-from hcu.defaults import AGENTS
-from hcu.osworld.errors import RETRY_POLICY, HcuOSWorldError, PhaseError
+from hcu.defaults import AGENTS, RETRIES
+from hcu.osworld.errors import HcuOSWorldError, PhaseError
 from hcu.osworld.guest.container_image import resolve
 from hcu.osworld.guest.docker_engine import docker_client
 from hcu.osworld.osworld_bridge.process import OSWorldCodeError
@@ -68,7 +68,7 @@ class Manifest(Record):
     guest_docker_image: dict[str, Any] | None = None
     """The QEMU container image (`reference`, `id`, `repo_digest`); pinned from the first start that finds it on
     this host (a run may start before its first attempt pulls it). None for the test desktop."""
-    retry_policy: str = RETRY_POLICY
+    retry_policy: str = RETRIES.policy
     repeat_policy: str = REPEAT_POLICY_TEXT
     starts: list[Start] = []
     nodes: dict[str, NodeInfo] = {}

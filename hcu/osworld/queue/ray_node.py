@@ -32,7 +32,7 @@ import orjson
 
 from hcu.osworld.attempt.node_admission import AdmissionSettings, NodeCaps
 from hcu.osworld.errors import HcuOSWorldError
-from hcu.osworld.guest.host import check_host
+from hcu.osworld.guest.kinds import check_host
 from hcu.osworld.guest.state_dir import state_dir
 from hcu.osworld.queue import keeper
 from hcu.osworld.queue.config import RunConfig

@@ -24,7 +24,7 @@ from hcu.osworld.errors import policy_for
 from hcu.osworld.records.identity import repeat_key
 from hcu.osworld.records.layout import LEASE_FILE, RESULT_FILE
 from hcu.osworld.records.lease import AttemptLease, current_host
-from hcu.osworld.records.result import TaskResult, result_if_readable
+from hcu.osworld.records.result import RecordedFailureClass, TaskResult, result_if_readable
 from hcu.record_io import Record, read_record
 
 TaskState = Literal["pending", "active", "placed", "finished", "interrupted", "infra_failed", "config_failed",
@@ -61,7 +61,7 @@ class RetryNote(Record):
 
     task_id: str
     attempt: int
-    failure_classification: str
+    failure_classification: RecordedFailureClass
     reason: str
     moved_at: float
     pause_launches_sec: float = 0.0
