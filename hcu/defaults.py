@@ -1,4 +1,5 @@
-"""Every default hcu runs with: per benchmark version, for guests, setup, evidence and the gateways.
+"""Every default hcu runs with: per benchmark version, for guests, setup, evidence and the gateways, and every
+retry limit of the runner (`RETRIES`).
 
 Registries read by the flags, the run config, the agent adapters, the guest, the gateways and the manifest alike,
 so a default is written here once. What belongs to one agent CLI (its model, effort and files) is declared by its
@@ -8,9 +9,18 @@ adapter (`hcu.osworld.agents`), what belongs to one provider (its gateway's port
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
+from tenacity import (
+    Retrying,
+    retry_if_exception,
+    retry_if_exception_type,
+    stop_after_attempt,
+    stop_after_delay,
+    wait_exponential,
+)
 
 from hcu import REPO_ROOT
 
@@ -127,3 +137,61 @@ class EvidenceDefaults(BaseModel):
 
 
 EVIDENCE = EvidenceDefaults()
+
+
+class Backoff(BaseModel):
+    """How one kind of call is tried again: at most `tries` tries, the first wait `first_wait_sec`, each next one
+    twice as long up to `max_wait_sec`; with `total_sec`, no new try once that much time has passed."""
+
+    model_config = ConfigDict(frozen=True)
+
+    tries: int = Field(ge=1)
+    first_wait_sec: float = Field(gt=0)
+    max_wait_sec: float = Field(gt=0)
+    total_sec: float | None = None
+
+    def retrying(self, retry: Callable[[BaseException], bool] | None = None) -> Retrying:
+        """The tenacity policy of this backoff, retrying what `retry` accepts (default: any exception); the last
+        error is raised as it is."""
+        stop = stop_after_attempt(self.tries)
+        return Retrying(
+            stop=stop if self.total_sec is None else stop | stop_after_delay(self.total_sec),
+            wait=wait_exponential(multiplier=self.first_wait_sec, max=self.max_wait_sec),
+            retry=retry_if_exception(retry) if retry is not None else retry_if_exception_type(),
+            reraise=True,
+        )
+
+
+class RetryDefaults(BaseModel):
+    """Every retry limit the runner uses, in one record: each place that tries something again reads its own
+    field here (the gateway's own limits are `GATEWAY`'s)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    attempts: int = Field(default=4, ge=1)
+    """Attempts of one repeat of a task: the first plus at most three infrastructure retries (the queue's, and the
+    canary sweep's per invocation). Retrying is free before the agent's first action; after it, a retry is a new
+    attempt under retries/."""
+    rate_limit_resumes: int = Field(default=2, ge=0)
+    """Session resumes after an agent turn that ended on a rate limit; a turn that still ends on one ends the
+    attempt as `upstream_rate_limit`, which the queue retries."""
+    guest_api: Backoff = Backoff(tries=3, first_wait_sec=0.25, max_wait_sec=2.0)
+    """One call into the guest's API: a read after a transient failure (connection error, timeout, 502/503/504),
+    a command only when it provably never left this host."""
+    guest_sudo_settle_sec: float = Field(default=60.0, ge=0)
+    """How long a booting guest's sudo is tried again, once a second, when it fails for another reason than a
+    refused password (an API that answers before the rest of the guest is up)."""
+    asset_download: Backoff = Backoff(tries=3, first_wait_sec=1.0, max_wait_sec=10.0)
+    """One download into the asset cache, after a connection error, a timeout or a 5xx answer."""
+    chrome_cdp: Backoff = Backoff(tries=8, first_wait_sec=0.5, max_wait_sec=8.0, total_sec=30.0)
+    """OSWorld's connection to the guest's Chrome over CDP, in a patched OSWorld checkout: a Chrome still starting
+    is waited for instead of OSWorld launching a second browser."""
+
+    @property
+    def policy(self) -> str:
+        """How a score relates to retries, as manifest.json and summary.json state it."""
+        return (f"infrastructure failures rerun the task, at most {self.attempts} attempts; the one attempt left in "
+                "tasks/ is scored (never a best-of or mean); retries/ are kept and never scored")
+
+
+RETRIES = RetryDefaults()

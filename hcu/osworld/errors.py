@@ -1,10 +1,67 @@
-"""The one error table: every failure class, where it comes from, and what retry, scoring and summaries do.
+"""The one error table: every failure class, where it comes from, and what retry, scoring and summaries do; and
+the one exception tree of hcu.osworld.
 
 A failure is classified where it happens (a phase raises a `PhaseError` subclass, a deadline or a stop signal
 ends it with an `AttemptEnded`, and the attempt runner translates lower-level errors once, by the phase they end);
 `run_task` (its exit status), the queue (retry, pause, stop), resume and `summarize` (score or
 withhold) all read `policy_for(failure_classification)` rather than guessing from logs. Stored results resolve
 like live ones, because the key is the class name recorded in result.json.
+
+Every exception hcu.osworld raises derives from one of two roots. Each boundary translates what the library
+under it raises into this tree once, where it is crossed: Docker's errors (docker.errors, and the requests
+errors of its transport) become a `DockerEngineError` (guest.docker_engine.engine_calls) or the `GuestError` of
+the readiness step they end, the in-guest API's (requests) a `GuestAPIError` (guest.api), OSWorld's process an
+`OSWorldCodeError` (osworld_bridge.process), downloads an `AssetError` (osworld_bridge.assets); the agent
+CLIs' processes run in the guest, so their failures arrive as `GuestAPIError`s or as what their adapters read
+of them. Only `hcu.osworld.attempt.failures` turns the tree into failure classes.
+
+    HcuOSWorldError                     hcu.osworld.errors
+    ├── PhaseError                      a failure a phase decided, carrying its class
+    │   ├── GuestError                  guest
+    │   │   ├── DockerEngineError       guest.docker_engine: the engine refused a call or did not answer
+    │   │   └── GuestMemoryError        guest_memory
+    │   ├── SetupError                  setup
+    │   │   └── AppMissing              attempt.app_check
+    │   ├── GatewayError                gateway
+    │   ├── ProbeError                  probe
+    │   ├── EvaluatorError              evaluator
+    │   ├── ConfigurationError          configuration
+    │   │   └── MissingApplication      osworld_bridge.setup
+    │   ├── TaskError                   osworld_bridge.tasks (its class set per task file)
+    │   └── SweepError                  canary.sweep
+    ├── GuestAPIError                   guest.api: a call into the guest failed
+    ├── AssetError                      osworld_bridge.assets
+    │   └── OfflineAssetMiss
+    ├── OSWorldCodeError                osworld_bridge.process: OSWorld's process failed, with its kind
+    ├── ProtocolError                   osworld_bridge.protocol: a message out of protocol
+    ├── SetupStepError                  osworld_bridge.setup: a setup step failed (its cause, if any, attached)
+    ├── Failure                         osworld_bridge.child.v1: inside OSWorld's process, sent back as a kind
+    ├── ConfigError                     queue.config: a run config that cannot run
+    ├── QueueRefused                    queue.executor
+    ├── QueueStopped                    queue.panel
+    ├── GatewayMismatch                 queue.gate
+    ├── ManifestMismatch                queue.manifest
+    ├── NodeGatewayError                queue.node_gateway
+    ├── AttemptGone                     queue.ray_node (also a LookupError)
+    ├── FetchError                      agents.fetch: an agent CLI's files could not be fetched
+    ├── PilotError                      quota.profile: a forecast_from entry that is not a run of this agent
+    ├── SummaryError                    summary.run_summary
+    ├── RunDirError                     view.data
+    ├── ExportError                     view.export
+    └── PathRefused                     view.paths (also a ValueError)
+
+    AttemptEnded (a BaseException)      a phase deadline or a stop signal
+    ├── PhaseTimeout
+    │   ├── BootTimeout                 guest
+    │   ├── SetupTimeout                setup
+    │   ├── ProbeTimeout                probe
+    │   └── EvaluationTimeout           evaluator
+    └── Interrupted                     interrupted
+
+`AttemptEnded` stays outside `HcuOSWorldError` on purpose: it must pass every `except Exception` on its way.
+
+Standard library only: OSWorld's process (osworld_bridge.child) raises this tree too, in whatever interpreter
+runs OSWorld. The retry limits are `hcu.defaults.RETRIES`.
 """
 
 from __future__ import annotations
@@ -18,7 +75,7 @@ FailureClass = Literal[
     "setup",  # the task's setup steps failed or overran the phase timeout
     "gateway",  # the gateway was unreachable (past the tolerated absence) or its budget differs from the config
     "probe",  # executables or the MCP probe failed before the agent started
-    "upstream_rate_limit",  # the agent's turn still ended on a rate limit after two session resumes
+    "upstream_rate_limit",  # the agent's turn still ended on a rate limit after its session resumes (RETRIES)
     "upstream_error",  # five consecutive failed generations, or the CLI gave up after upstream failures
     "interrupted",  # the runner was stopped (SIGTERM/SIGINT) or died before the attempt finished
     "node_lost",  # the attempt's Ray node died or was drained mid-attempt (the ray executor's head says so)
@@ -77,13 +134,6 @@ POLICIES: dict[str, ErrorPolicy] = {
 LIMIT_TERMINATIONS = ("max_model_calls", "timeout")
 """Termination reasons that score 0 whatever the evaluator said (or whether it could say anything)."""
 
-MAX_ATTEMPTS = 4
-"""The first attempt plus at most three infrastructure retries (the queue's and the canary sweep's)."""
-RETRY_POLICY = (f"infrastructure failures rerun the task, at most {MAX_ATTEMPTS} attempts; the one attempt "
-                "left in tasks/ is scored (never a best-of or mean); retries/ are kept and never scored")
-"""How a score relates to retries, as manifest.json and summary.json state it."""
-
-
 def policy_for(failure_classification: str | None) -> ErrorPolicy:
     """The policy for a recorded classification: CLEAN for none; a class this table does not know (a result
     from another version) is neither retried nor scored, like a runner bug."""
@@ -101,7 +151,12 @@ def counted_score(failure_classification: str | None, termination_reason: str | 
     return score if policy.scored else None
 
 
-class PhaseError(Exception):
+class HcuOSWorldError(Exception):
+    """The root of every exception hcu.osworld raises (the tree is in this module's docstring), except
+    `AttemptEnded`. Messages are one line and never hold credentials."""
+
+
+class PhaseError(HcuOSWorldError):
     """A failure a phase decided where it happened, carrying its class. Messages never hold credentials.
     Lower-level errors (the guest API, Docker, OSWorld's process, the asset cache) are not PhaseErrors: the
     attempt runner translates them once, by the phase they end (hcu.osworld.attempt.failures)."""
@@ -116,6 +171,10 @@ class PhaseError(Exception):
 
 class GuestError(PhaseError):
     classification = "guest"
+
+
+class DockerEngineError(GuestError):
+    """The Docker engine refused a call or did not answer (guest.docker_engine.engine_calls)."""
 
 
 class GuestMemoryError(GuestError):

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from hcu import REPO_ROOT
+from hcu.defaults import RETRIES
 from hcu.osworld.canary import sweep as sweep_module
 from hcu.osworld.canary import sweep_report
 from hcu.osworld.canary.attempt import CanaryReport
@@ -23,7 +24,6 @@ from hcu.osworld.canary.sweep import (
     report_path,
     select_tasks,
 )
-from hcu.osworld.errors import MAX_ATTEMPTS
 from hcu.osworld.osworld_bridge.evaluate import EvalResult
 from hcu.osworld.records.result import EmptyGetter
 from hcu.record_io import write_record
@@ -133,7 +133,7 @@ def test_a_canary_whose_guest_failed_runs_again_at_once_and_on_resume(tmp_path: 
 
     monkeypatch.setattr(sweep_module, "run", always_failing)
     Sweep(opts).execute([flaky, steady])
-    assert runs.read_text().split() == [steady.id] * MAX_ATTEMPTS  # then it stays a failure until the next resume
+    assert runs.read_text().split() == [steady.id] * RETRIES.attempts  # then it stays a failure until the next resume
 
 
 def test_bad_flags_exit_2_with_one_line(tmp_path: Path) -> None:

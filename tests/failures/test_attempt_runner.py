@@ -6,11 +6,10 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
-import requests
-
 from hcu.osworld.attempt.failures import Failure
 from hcu.osworld.attempt.runner import Phase, PhaseLog, run_phases
-from hcu.osworld.errors import ProbeTimeout
+from hcu.osworld.errors import GuestError, ProbeTimeout
+from hcu.osworld.guest.api import GuestAPIError
 from hcu.osworld.records.interrupts import StopSignals
 
 WAIT_SEC = 30.0  # a bound on each wait below, never reached when the runner does what it should
@@ -80,7 +79,7 @@ def test_a_failed_alongside_phase_is_its_own_failure_and_what_needs_it_does_not_
     state = Attempt()
 
     def upload(s: Attempt) -> None:
-        raise requests.ConnectionError("the guest went away")
+        raise GuestAPIError("/setup/upload", None, "the guest went away")
 
     failure, log = run([
         Phase("upload", upload, failure="guest", alongside=True),
@@ -119,7 +118,7 @@ def test_an_alongside_phase_left_running_when_the_attempt_ends_is_recorded_once(
 
     def setup(s: Attempt) -> None:
         assert s.setup_running.wait(WAIT_SEC)
-        raise requests.ConnectionError("setup lost the guest")
+        raise GuestError("setup lost the guest")
 
     def upload(s: Attempt) -> None:
         s.setup_running.set()
@@ -134,7 +133,7 @@ def test_an_alongside_phase_left_running_when_the_attempt_ends_is_recorded_once(
     assert failure is not None and failure.classification == "guest" and "setup lost" in failure.message
     assert statuses(log) == {"upload": "failed", "setup": "failed", "cleanup": "ok"}
     upload = next(p for p in log.phases if p.name == "upload")
-    assert upload.error == "ConnectionError: setup lost the guest (while it ran alongside)", upload.error
+    assert upload.error == "GuestError: setup lost the guest (while it ran alongside)", upload.error
 
 
 def test_the_deadline_of_an_alongside_phase_covers_its_wait_for_what_it_needs() -> None:
@@ -143,7 +142,7 @@ def test_the_deadline_of_an_alongside_phase_covers_its_wait_for_what_it_needs() 
     def hanging_upload(s: Attempt) -> None:
         s.release.wait(WAIT_SEC)
         if s.upload_failed:
-            raise requests.ConnectionError("the guest was removed")
+            raise GuestAPIError("/setup/upload", None, "the guest was removed")
 
     failure, log = run([
         Phase("upload", hanging_upload, failure="guest", alongside=True),

@@ -3,28 +3,44 @@ into a class once. Pure logic: the table, the translation, the scoring rule, the
 
 from __future__ import annotations
 
+import importlib
+import inspect
 import os
+import pkgutil
 import signal
 import time
+from pathlib import Path
 from typing import get_args
 
+import docker.errors
+import orjson
 import pytest
+import requests
+from pydantic import ValidationError
 
+import hcu.osworld
+from hcu.osworld.attempt.agent_phase import AgentOutcome
 from hcu.osworld.attempt.failures import translate
 from hcu.osworld.errors import (
     CLEAN,
     POLICIES,
+    AttemptEnded,
+    DockerEngineError,
     FailureClass,
+    HcuOSWorldError,
     Interrupted,
     SetupTimeout,
     counted_score,
     policy_for,
 )
 from hcu.osworld.guest.api import GuestAPIError
+from hcu.osworld.guest.docker_engine import engine_calls
 from hcu.osworld.osworld_bridge.assets import AssetError, OfflineAssetMiss
 from hcu.osworld.osworld_bridge.process import OSWorldCodeError
 from hcu.osworld.osworld_bridge.setup import SetupStepError
+from hcu.osworld.queue.state import RetryNote
 from hcu.osworld.records.interrupts import StopSignals
+from hcu.osworld.records.result import result_if_readable
 
 
 def test_every_class_has_one_policy() -> None:
@@ -45,6 +61,8 @@ def test_every_class_has_one_policy() -> None:
      "configuration"),
     (SetupStepError("setup step 1 failed", [], AssetError("asset download failed: 503")), "setup", "setup"),
     (GuestAPIError("GET /screenshot", None, "timed out"), "evaluator", "guest"),
+    (DockerEngineError("guest g: the Docker engine failed (APIError: 500)"), "evaluator", "guest"),
+    (requests.ConnectionError("no boundary translated this"), "setup", "runner"),  # a bug in hcu's boundary
     (SetupTimeout("phase setup overran"), "setup", "setup"),
     (Interrupted("runner received SIGTERM"), "evaluator", "interrupted"),
     (KeyError("a bug"), "setup", "runner"),
@@ -101,3 +119,50 @@ def test_a_stop_signal_interrupts_the_phases_but_waits_for_the_record(stops: Sto
     assert stops.received == "SIGTERM"
     with pytest.raises(Interrupted), stops.armed():
         pytest.fail("a signal that came before the phases must stop them before they start")
+
+
+def exception_classes() -> dict[str, type[BaseException]]:
+    """Every exception class a module of hcu.osworld defines, by its qualified name."""
+    found = {}
+    for module in pkgutil.walk_packages(hcu.osworld.__path__, "hcu.osworld."):
+        for name, value in vars(importlib.import_module(module.name)).items():
+            if inspect.isclass(value) and issubclass(value, BaseException) and value.__module__ == module.name:
+                found[f"{module.name}.{name}"] = value
+    return found
+
+
+def test_every_exception_of_hcu_osworld_derives_from_its_root() -> None:
+    """One tree (drawn in errors.py): HcuOSWorldError, and AttemptEnded, a BaseException on purpose."""
+    classes = exception_classes()
+    assert len(classes) > 30, sorted(classes)  # the walk found the package's modules
+    assert [name for name, cls in classes.items() if not issubclass(cls, (HcuOSWorldError, AttemptEnded))] == []
+    assert not issubclass(AttemptEnded, Exception) and issubclass(HcuOSWorldError, Exception)
+    refused, gone = classes["hcu.osworld.view.paths.PathRefused"], classes["hcu.osworld.queue.ray_node.AttemptGone"]
+    assert issubclass(refused, ValueError) and issubclass(gone, LookupError), "`except ValueError` callers still work"
+
+
+def test_the_docker_engine_boundary_translates_its_errors_once() -> None:
+    for raised in (docker.errors.APIError("500 Server Error: Internal Server Error"),
+                   requests.ReadTimeout("UnixHTTPConnectionPool: Read timed out. (read timeout=60)")):
+        with pytest.raises(DockerEngineError) as translated, engine_calls("guest g"):
+            raise raised
+        assert translate(translated.value, "setup").classification == "guest"
+        assert str(translated.value).startswith(f"guest g: the Docker engine failed ({type(raised).__name__}: ")
+        assert translated.value.__cause__ is raised
+    with pytest.raises(KeyError), engine_calls("guest g"):  # anything else is not the engine's
+        raise KeyError("a bug")
+
+
+def test_a_stored_class_from_another_version_reads_as_a_runner_failure(tmp_path: Path) -> None:
+    """Records keep reading (never "unreadable"), with the class policy_for gives them; live values are checked."""
+    path = tmp_path / "result.json"
+    path.write_bytes(orjson.dumps({"status": "error", "failure_classification": "quota_exhausted"}))
+    result = result_if_readable(path)
+    assert result is not None and result.failure_classification == "runner"
+    assert policy_for(result.failure_classification) == policy_for("quota_exhausted") == POLICIES["runner"]
+    note = RetryNote(task_id="t", attempt=1, failure_classification="quota_exhausted", reason="", moved_at=0.0)
+    assert note.failure_classification == "runner"
+    assert RetryNote(task_id="t", attempt=1, failure_classification="guest", reason="", moved_at=0.0) \
+        .failure_classification == "guest"
+    with pytest.raises(ValidationError, match="failure_classification"):
+        AgentOutcome(termination_reason="completed", failure_classification="quota_exhausted")  # type: ignore[arg-type]

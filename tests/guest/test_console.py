@@ -16,7 +16,7 @@ from hcu.osworld.guest import memory
 from hcu.osworld.guest.console import exit_failure, last_error, log_lines
 from hcu.osworld.guest.docker_engine import docker_client
 from hcu.osworld.guest.host import HOST_PROC_ENV
-from hcu.osworld.guest.lifecycle import GuestSpec, container_name, start_guest
+from hcu.osworld.guest.lifecycle import BootRecord, GuestSpec, container_name, start_guest
 from hcu.osworld.guest.memory import Reservation
 from hcu.osworld.guest.removal import cleanup
 from hcu.osworld.guest.state_dir import locked_table
@@ -80,14 +80,15 @@ def test_the_network_fallback_fails_the_boot_within_seconds_naming_the_line(
 ) -> None:
     attempt = AttemptId(run_id=unique_run_id("fallback"), task_id="t", attempt=1)
     spec = GuestSpec(kind="test-desktop", image=fallback_image)
+    boot = BootRecord()
     with pytest.raises(GuestError) as failed:
-        start_guest(spec, attempt, work_dir=tmp_path / "work", boot_timeout_sec=3600)
+        start_guest(spec, attempt, work_dir=tmp_path / "work", boot_timeout_sec=3600, boot=boot)
     message = str(failed.value)
     assert failed.value.classification == "guest" and "\n" not in message
     assert message.endswith("the image fell back to user-mode networking (its NAT setup failed), which forwards no "
                             "port 5000, so its API can never answer: ❯ Warning: falling back to usermode networking "
                             "(slow)!")
-    failed_steps = [s.name for s in failed.value.readiness if not s.ok]
+    failed_steps = [s.name for s in boot.readiness if not s.ok]
     assert failed_steps in (["container running"], ["api answers"]), "found while waiting, not at the deadline"
     assert cleanup(run_id=attempt.run_id).containers == []
 
@@ -101,15 +102,16 @@ def test_an_image_that_exits_17_is_classified_and_its_memory_released(
     monkeypatch.setenv(HOST_PROC_ENV, str(host_proc(tmp_path / "proc", total_kib=4 << 30, available_kib=4 << 30)))
     attempt = AttemptId(run_id=unique_run_id("exit17"), task_id="t", attempt=1)
     spec = GuestSpec(kind="qemu", image=str(qemu_guest_disk), docker_image=QEMU_RUNNER_IMAGE, ram_size="1000G")
+    boot = BootRecord()
     with pytest.raises(GuestMemoryError) as refused:
-        start_guest(spec, attempt, work_dir=tmp_path / "result" / "work")
+        start_guest(spec, attempt, work_dir=tmp_path / "result" / "work", boot=boot)
     assert str(refused.value).startswith(f"guest {container_name(attempt)}: the image exited 17, RAM_SIZE does not "
                                          "fit the host's available memory: hcu-qemu: error: RAM_SIZE=1000G is too "
                                          "high for the ")
-    steps = {s.name: s.ok for s in refused.value.readiness}
+    steps = {s.name: s.ok for s in boot.readiness}
     assert steps["memory admitted"] and not all(steps.values())
     with locked_table(memory.LEDGER, Reservation) as ledger:
         assert container_name(attempt) not in ledger
-    assert Path(refused.value.console_log).read_text().strip().endswith("(it needs RAM_SIZE plus 500 MB)")
+    assert Path(boot.console_log or "").read_text().strip().endswith("(it needs RAM_SIZE plus 500 MB)")
     assert cleanup(run_id=attempt.run_id).containers == []
 

@@ -23,6 +23,7 @@ from hcu.osworld.guest.api import GuestAPIError
 from hcu.osworld.guest.docker_engine import docker_client
 from hcu.osworld.guest.host import HOST_PROC_ENV
 from hcu.osworld.guest.lifecycle import (
+    BootRecord,
     Guest,
     GuestPorts,
     GuestSpec,
@@ -180,16 +181,17 @@ def test_failed_readiness_names_the_step_and_removes_everything(
         client_password="hunter2-secret",
     )
     attempt = new_attempt()
+    boot = BootRecord()
     with pytest.raises(GuestError) as failed:
-        start_guest(spec, attempt, work_dir=tmp_path / "work", boot_timeout_sec=0.2)
-    steps = failed.value.readiness
+        start_guest(spec, attempt, work_dir=tmp_path / "work", boot_timeout_sec=0.2, boot=boot)
+    steps = boot.readiness
     assert f"readiness step '{steps[-1].name}' failed: boot deadline passed" in str(failed.value)
     assert not steps[-1].ok and all(step.ok for step in steps[:-1])
     assert "hunter2-secret" not in str(failed.value) and "hunter2-secret" not in repr(spec)
     assert labelled("containers", attempt) == [] and labelled("volumes", attempt) == []
     assert port_leases.release_matching(attempt.labels()) == []
     console = tmp_path / "work" / f"{container_name(attempt)}.console.log"
-    assert failed.value.console_log == str(console) and "hunter2-secret" not in console.read_text()
+    assert boot.console_log == str(console) and "hunter2-secret" not in console.read_text()
     assert list((tmp_path / "work").glob("*")) == [console]  # the qemu overlay is gone; the guest's log is kept
 
 

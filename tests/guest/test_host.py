@@ -21,13 +21,13 @@ from hcu.osworld.guest.host import (
     HOST_PROC_ENV,
     HostMemory,
     boots_with_kvm,
-    check_host,
     check_kvm,
     kvm_problem,
     read_memory,
     size_bytes,
 )
-from hcu.osworld.guest.lifecycle import GuestSpec, start_guest
+from hcu.osworld.guest.kinds import check_host
+from hcu.osworld.guest.lifecycle import BootRecord, GuestSpec, start_guest
 from hcu.osworld.records.identity import AttemptId
 from hcu.osworld.settings import GuestSettings
 from tests.guest.conftest import QEMU_RUNNER_IMAGE, QEMU_RUNNER_REPO
@@ -94,9 +94,10 @@ def test_start_guest_refuses_a_host_without_kvm_before_anything_exists(
     spec = GuestSpec(kind="qemu", image=str(make_qcow2("guest.qcow2", "1G")), volume_size_gb=1,
                      docker_image=f"{QEMU_RUNNER_REPO}:latest")
     attempt = AttemptId(run_id=unique_run_id("nokvm"), task_id="t", attempt=1)
-    with pytest.raises(ConfigurationError, match=r"^KVM: .*the official guest needs KVM") as refused:
-        start_guest(spec, attempt, work_dir=tmp_path / "work")
-    assert [(s.name, s.ok) for s in refused.value.readiness] == [("image checked", False)]
+    boot = BootRecord()
+    with pytest.raises(ConfigurationError, match=r"^KVM: .*the official guest needs KVM"):
+        start_guest(spec, attempt, work_dir=tmp_path / "work", boot=boot)
+    assert [(s.name, s.ok) for s in boot.readiness] == [("image checked", False)]
     selector = {"label": [f"hcu.run_id={attempt.run_id}"]}
     with contextlib.closing(docker_client()) as client:
         assert client.containers.list(all=True, filters=selector) == []

@@ -19,8 +19,8 @@ from hcu.osworld.errors import BootTimeout, ConfigurationError
 from hcu.osworld.guest import memory
 from hcu.osworld.guest.docker_engine import docker_client
 from hcu.osworld.guest.host import HOST_PROC_ENV, HostMemory, size_bytes
-from hcu.osworld.guest.lifecycle import GuestSpec, remove_guest, start_guest
-from hcu.osworld.guest.memory import Reservation, need_bytes, shortfall
+from hcu.osworld.guest.lifecycle import BootRecord, GuestSpec, remove_guest, start_guest
+from hcu.osworld.guest.memory import Reservation, shortfall
 from hcu.osworld.guest.removal import cleanup
 from hcu.osworld.guest.state_dir import STATE_DIR_ENV, locked_table
 from hcu.osworld.records.identity import AttemptId
@@ -31,6 +31,13 @@ from tests.guest.waiting import wait_for
 from tests.session import unique_run_id
 
 GIB = 1 << 30
+
+
+def need_bytes(kind: str, ram_size: str) -> int:
+    spec = GuestSpec(kind=kind, image="guest.qcow2" if kind == "qemu" else "hcu-test-desktop", ram_size=ram_size)
+    return spec.guest_kind.memory_need(ram_size)[0]
+
+
 DESKTOP = need_bytes("test-desktop", "4G")
 
 
@@ -124,11 +131,12 @@ def test_a_phase_deadline_ends_the_wait(host: Path, test_desktop_image: str) -> 
     write_json(progress, {"phase": "boot", "since": 1.0})
     hold(2 * GIB)
     attempt = AttemptId(run_id=unique_run_id("memwait"), task_id="t", attempt=1)
-    with pytest.raises(BootTimeout) as ended, deadline(3.0, lambda: BootTimeout("phase boot overran")):
+    boot = BootRecord()
+    with pytest.raises(BootTimeout), deadline(3.0, lambda: BootTimeout("phase boot overran")):
         start_guest(GuestSpec(kind="test-desktop", image=test_desktop_image), attempt,
-                    work_dir=host / "result" / ".guest")
-    assert [(s.name, s.ok) for s in ended.value.readiness] == [("image checked", True), ("memory admitted", False)]
-    assert "BootTimeout: phase boot overran" in (ended.value.readiness[-1].error or "")
+                    work_dir=host / "result" / ".guest", boot=boot)
+    assert [(s.name, s.ok) for s in boot.readiness] == [("image checked", True), ("memory admitted", False)]
+    assert "BootTimeout: phase boot overran" in (boot.readiness[-1].error or "")
     assert orjson.loads(progress.read_bytes()) == {"phase": "boot", "since": 1.0}
     assert list(ledger()) == ["holder"]
     assert cleanup(run_id=attempt.run_id).containers == []

@@ -11,7 +11,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from hcu.osworld.errors import MAX_ATTEMPTS
+from hcu.defaults import RETRIES
 from hcu.osworld.queue.panel import QueueRefused, QueueStopped, run_lock
 from hcu.osworld.records.identity import AttemptId
 from hcu.osworld.records.lease import lease_for_this_process
@@ -63,7 +63,7 @@ def test_infrastructure_failures_are_set_aside_and_rerun(make_panel):
     assert (retries / "flaky-1" / "result.json").exists() and (retries / "flaky-1" / "runner.log").exists()
     assert "broken-3: setup" in (panel.run_dir / "QUEUE_STATUS.md").read_text()
     final = orjson.loads((panel.run_dir / "tasks" / "broken" / "result.json").read_bytes())
-    assert final["attempt"] == MAX_ATTEMPTS and final["failure_classification"] == "setup"
+    assert final["attempt"] == RETRIES.attempts and final["failure_classification"] == "setup"
     started = [(e["task_id"], e["attempt"]) for e in panel.events() if e["event"] == "start"]
     assert sorted(started) == [("agentfail", 1), ("broken", 1), ("broken", 2), ("broken", 3), ("broken", 4),
                                ("flaky", 1), ("flaky", 2)]

@@ -132,11 +132,12 @@ def test_patched_checkout_reads_cloud_files_from_the_asset_cache(
 CDP_CONNECT = """
 import sys
 from playwright.sync_api import Error, sync_playwright
+from hcu.defaults import RETRIES
 from hcu.osworld.osworld_bridge.checkout_overlay import connect_over_cdp
 
 with sync_playwright() as p:
     try:
-        connect_over_cdp(p.chromium, sys.argv[1], attempts=3, total_sec=30)
+        connect_over_cdp(p.chromium, sys.argv[1], backoff=RETRIES.chrome_cdp.model_copy(update={"tries": 3}))
     except Error as exc:
         print("gave up:", "connect_over_cdp" in str(exc))
 """

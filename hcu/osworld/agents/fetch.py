@@ -26,6 +26,7 @@ import orjson
 from hcu.flags import OneLineParser
 from hcu.osworld.agents import ARTIFACTS
 from hcu.osworld.agents.declaration import Artifact
+from hcu.osworld.errors import HcuOSWorldError
 from hcu.record_io import sha256_of_file, write_atomic
 
 DOWNLOAD_TIMEOUT_SEC = 900.0
@@ -35,7 +36,7 @@ INDEX = "agents.json"
 PREFIX = "fetch-agents"
 
 
-class FetchError(Exception):
+class FetchError(HcuOSWorldError):
     """A package could not be fetched or lacks the declared file; one line."""
 
 

@@ -18,10 +18,12 @@ from pathlib import Path
 import orjson
 from pydantic import BaseModel
 
+from hcu.defaults import RETRIES
 from hcu.gateway.budget import TaskStateView
 from hcu.osworld.agents.base import AgentAdapter, AgentPlan, TurnOutcome
 from hcu.osworld.attempt.gateway_watch import SYSTEM_CLOCK, Clock, GatewayWatch, RateLimitWaits
 from hcu.osworld.attempt.scope_credential import GatewayCredential
+from hcu.osworld.errors import FailureClass
 from hcu.osworld.guest.api import GuestAPI
 from hcu.osworld.guest.process import GuestProcess
 from hcu.osworld.records.layout import TURN_EVENTS
@@ -31,10 +33,6 @@ from hcu.osworld.settings import LimitSettings
 from hcu.record_io import write_atomic
 
 log = logging.getLogger("hcu.run_task")
-
-MAX_RATE_LIMIT_RESUMES = 2
-"""A turn's raw event stream in the result folder, kept as the CLI printed it (without the scope secret)."""
-
 
 POLL_SEC = 2.0
 """How often the agent's process, output and gateway state are looked at."""
@@ -50,6 +48,8 @@ class AgentLimits:
     gateway_away_sec: float
     """How long the gateway may not answer before the attempt ends as `gateway`."""
     poll_sec: float = POLL_SEC
+    rate_limit_resumes: int = RETRIES.rate_limit_resumes
+    """Session resumes after a turn that ended on a rate limit; then the attempt ends as `upstream_rate_limit`."""
 
     @classmethod
     def of(cls, settings: LimitSettings) -> AgentLimits:
@@ -62,7 +62,7 @@ class AgentOutcome(BaseModel):
     termination_detail: TerminationDetail | None = None
     protocol_word: ProtocolWord | None = None
     final_message: str | None = None
-    failure_classification: str | None = None
+    failure_classification: FailureClass | None = None
     failure_message: str | None = None
     turns: int = 0
     rate_limit_resumes: int = 0
@@ -101,7 +101,7 @@ def run_agent(api: GuestAPI, adapter: AgentAdapter, plan: AgentPlan, *, gateway:
                       protocol_word=outcome.protocol_word, final_message=outcome.final_message)
         if end != "rate_limited":
             return _final(end, outcome, **common)
-        if rate_limit_resumes == MAX_RATE_LIMIT_RESUMES:
+        if rate_limit_resumes == limits.rate_limit_resumes:
             return AgentOutcome(termination_reason="completed", failure_classification="upstream_rate_limit",
                                 failure_message=f"turn {turn} ended on a rate limit after {turn - 1} resumes",
                                 **common)

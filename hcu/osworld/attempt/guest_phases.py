@@ -21,7 +21,7 @@ from hcu.osworld.attempt.background import in_background
 from hcu.osworld.attempt.failures import Failure
 from hcu.osworld.attempt.meta import AttemptMeta, GuestRecord, OSWorldRecord
 from hcu.osworld.attempt.runner import PhaseLog
-from hcu.osworld.guest.lifecycle import Guest, GuestSpec, remove_guest, start_guest
+from hcu.osworld.guest.lifecycle import BootRecord, Guest, GuestSpec, remove_guest, start_guest
 from hcu.osworld.osworld_bridge.assets import AssetCache
 from hcu.osworld.osworld_bridge.evaluate import EvalResult, ensure_evaluator_loads, evaluate
 from hcu.osworld.osworld_bridge.process import OSWorldProcess, resolve_python
@@ -94,13 +94,13 @@ def load(state: AttemptState) -> None:
 def boot(state: AttemptState) -> None:
     spec = GuestSpec.for_settings(state.settings)
     state.meta.guest = GuestRecord(spec=spec.model_dump(mode="json", exclude={"client_password"}))
+    boot = BootRecord()
     try:
         state.guest = start_guest(spec, state.attempt, work_dir=state.guest_dir,
-                                  boot_timeout_sec=state.boot_timeout_sec,
+                                  boot_timeout_sec=state.boot_timeout_sec, boot=boot,
                                   progress_file=state.result_dir / "progress.json")  # where a memory wait shows
-    except BaseException as exc:  # where the boot stopped (start_guest leaves it on the exception)
-        state.meta.guest.readiness = list(getattr(exc, "readiness", []))
-        state.meta.guest.console_log = getattr(exc, "console_log", None)
+    except BaseException:  # where the boot stopped
+        state.meta.guest.readiness, state.meta.guest.console_log = list(boot.readiness), boot.console_log
         raise
     g = state.guest
     state.meta.guest = GuestRecord(spec=state.meta.guest.spec, container_id=g.container_id, host=g.host,

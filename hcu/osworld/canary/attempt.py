@@ -35,13 +35,14 @@ from hcu.osworld.errors import (
     ProbeTimeout,
     SetupTimeout,
 )
+from hcu.osworld.guest.kinds import kind_for
 from hcu.osworld.guest.readiness import ReadinessStep
 from hcu.osworld.osworld_bridge.evaluate import EvalResult
 from hcu.osworld.osworld_bridge.process import OSWorldProcess
 from hcu.osworld.osworld_bridge.setup import SetupStepRecord
 from hcu.osworld.records.identity import AttemptId
 from hcu.osworld.records.interrupts import StopSignals
-from hcu.osworld.records.result import PhaseTiming
+from hcu.osworld.records.result import PhaseTiming, RecordedFailureClass
 from hcu.osworld.settings import SAFE_NAME, TimeoutSettings
 from hcu.record_io import Record, write_record
 
@@ -89,7 +90,7 @@ class CanaryReport(Record):
     mcp_probe: ProbeReport | None = None
     evaluator: EvalResult | None = None
     """Present once the evaluator returned a score ("evaluated"), even when the canary failed on a getter."""
-    failure_classification: str | None = None
+    failure_classification: RecordedFailureClass | None = None
     error: str | None = None
     phases: list[PhaseTiming] = []
     """Each phase of the canary, timed, the failed one last."""
@@ -169,11 +170,11 @@ def run(opts: CanaryOptions, *, stops: StopSignals | None = None,
 def _report(state: AttemptState, failure: Failure | None, phases: list[PhaseTiming]) -> CanaryReport:
     s, meta, task = state.settings, state.meta, state.task
     spec = (meta.guest.spec if meta.guest else None) or {}
+    kind = kind_for(s)
     return CanaryReport(
         status="failed" if failure else "passed", benchmark_version=s.benchmark_version, task_id=s.task_id,
         task_domain=task.domain if task else s.task_domain, task_sha256=meta.task_sha256,
-        guest_kind=spec.get("kind", "qemu" if s.guest_image else "test-desktop"),
-        guest_image=spec.get("image", str(s.guest_image or s.test_desktop)),
+        guest_kind=spec.get("kind", kind.name), guest_image=spec.get("image", str(kind.image_in(s))),
         volume_size_gb=spec.get("volume_size_gb", s.volume_size or 0),
         desktop_env=meta.osworld.desktop_env, osworld_python=meta.osworld.python, hcu=meta.osworld.hcu,
         stand_ins=bool(state.assets and state.assets.stand_ins),

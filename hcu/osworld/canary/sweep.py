@@ -5,7 +5,7 @@ The sweep folder holds `sweep-state.json` (the settings the sweep runs with, its
 each invocation), one canary per task in `tasks/<domain>/<task id>/report.json`, and the reports
 (sweep_report.py). A task whose report is final is not run again; one that was interrupted (or never
 reported) is, and so is one whose guest failed
-(the error table says it is not about the task): at once, up to the error table's MAX_ATTEMPTS per invocation,
+(the error table says it is not about the task): at once, up to `RETRIES.attempts` (hcu.defaults) per invocation,
 and on every resume. Canaries run in `max_parallel` worker processes, each the attempt runner's main thread
 (so phase deadlines and stop signals work as in run_task); each worker keeps one OSWorld process and opens it
 on each of its guests, so OSWorld's code (torch among its imports) loads once per worker, not once per task. A
@@ -30,10 +30,10 @@ import orjson
 from filelock import FileLock, Timeout
 from pydantic import BaseModel, Field, ValidationError
 
-from hcu.defaults import GUEST
+from hcu.defaults import GUEST, RETRIES
 from hcu.osworld.attempt.guest_phases import GuestAttemptSettings
 from hcu.osworld.canary.attempt import REPORT_NAME, CanaryOptions, CanaryReport, run
-from hcu.osworld.errors import MAX_ATTEMPTS, PhaseError, policy_for
+from hcu.osworld.errors import PhaseError, policy_for
 from hcu.osworld.osworld_bridge.process import OSWorldProcess, resolve_python
 from hcu.osworld.osworld_bridge.tasks import TaskDefinition, TaskError, load_task
 from hcu.osworld.records.interrupts import StopSignals
@@ -221,7 +221,7 @@ class Sweep:
                 continue
             self.ran += 1
             attempts[task_id] += 1
-            if again and attempts[task_id] < MAX_ATTEMPTS and not self._stopping:
+            if again and attempts[task_id] < RETRIES.attempts and not self._stopping:
                 jobs.put(task_id)
             else:
                 outstanding -= 1

@@ -5,10 +5,10 @@ Request and response shapes follow the official server. Only the endpoints hcu i
 test desktop serves every endpoint the official server has. One `_request()` applies the timeout, the retry
 policy and the error mapping; every endpoint is a one-liner over it.
 
-Retry policy: a read may be retried on a transient failure (connection error, timeout,
-502/503/504). A command that might have run (execute, launch, upload) is retried only when the request
-provably never left this host (connection refused, connect timeout); once it may have reached the guest, a
-failure is raised as it is.
+Retry policy (its limits: `hcu.defaults.RETRIES.guest_api`): a read may be retried on a transient failure
+(connection error, timeout, 502/503/504). A command that might have run (execute, launch, upload) is retried
+only when the request provably never left this host (connection refused, connect timeout); once it may have
+reached the guest, a failure is raised as it is.
 """
 
 from __future__ import annotations
@@ -19,17 +19,16 @@ from typing import Any
 
 import requests
 from pydantic import BaseModel, ValidationError
-from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 from urllib3.exceptions import NewConnectionError
 
+from hcu.defaults import RETRIES, Backoff
+from hcu.osworld.errors import HcuOSWorldError
 from hcu.osworld.guest.answer import answer_message
 from hcu.record_io import write_atomic_chunks
 
 CONNECT_TIMEOUT_SEC = 5.0
-RETRY_ATTEMPTS = 3
 UPLOAD_MIN_BYTES_PER_SEC = 2_000_000
 """The slowest upload rate tolerated before an upload counts as stalled (a busy guest writes ~100 MB/s)."""
-RETRY_WAIT_MAX_SEC = 2.0
 SERVER_MARGIN_SEC = 10.0
 """Added to a guest-side timeout (execute, run_bash_script) so the guest's own timeout answer comes first."""
 TRANSIENT_STATUSES = frozenset({502, 503, 504})
@@ -47,7 +46,7 @@ class ExecResult(BaseModel):
     returncode: int | None
 
 
-class GuestAPIError(Exception):
+class GuestAPIError(HcuOSWorldError):
     """A call into the guest failed. Carries the endpoint and HTTP status (None when no response came back).
 
     The message names the endpoint, the status or the transport failure and what the guest answered (one line,
@@ -59,7 +58,7 @@ class GuestAPIError(Exception):
         self.status = status
 
 
-class _TransientStatus(Exception):
+class _TransientStatus(HcuOSWorldError):
     def __init__(self, response: requests.Response) -> None:
         super().__init__(response.status_code)
         self.response = response
@@ -81,11 +80,13 @@ def _transient(exc: BaseException) -> bool:
 class GuestAPI:
     """Client for one guest's API at `base_url` (e.g. `http://172.17.0.1:20000`)."""
 
-    def __init__(self, base_url: str, *, timeout_sec: float = 30.0, secret: str = "") -> None:
+    def __init__(self, base_url: str, *, timeout_sec: float = 30.0, secret: str = "",
+                 backoff: Backoff = RETRIES.guest_api) -> None:
         self.base_url = base_url.rstrip("/")
         self.timeout_sec = timeout_sec
         self.secret = secret
         """Masked wherever a guest's answer reaches an error message (the client password)."""
+        self.backoff = backoff
 
     def __repr__(self) -> str:
         return f"GuestAPI({self.base_url!r})"
@@ -106,12 +107,7 @@ class GuestAPI:
         urllib3 applies the first timeout to connecting *and* to sending the body, so a large upload to a busy
         guest needs a send timeout sized to the body (`send_timeout_sec`)."""
         timeout = (send_timeout_sec, timeout_sec or self.timeout_sec)
-        retrying = Retrying(
-            stop=stop_after_attempt(RETRY_ATTEMPTS),
-            wait=wait_exponential(multiplier=0.25, max=RETRY_WAIT_MAX_SEC),
-            retry=retry_if_exception(_never_sent if command else _transient),
-            reraise=True,
-        )
+        retrying = self.backoff.retrying(_never_sent if command else _transient)
         try:
             response = retrying(self._send, method, endpoint, timeout, command, **kwargs)
         except _TransientStatus as exc:

@@ -10,7 +10,7 @@ import struct
 import docker
 
 from hcu.osworld.errors import GuestError
-from hcu.osworld.guest.docker_engine import docker_client
+from hcu.osworld.guest.docker_engine import docker_client, engine_calls
 
 
 def bridge_address(client: docker.DockerClient | None = None) -> str:
@@ -18,7 +18,7 @@ def bridge_address(client: docker.DockerClient | None = None) -> str:
 
     Docker 20.10 leaves the default bridge's IPAM gateway empty; then it is the address of the bridge
     interface itself (docker0), read from the local kernel."""
-    with contextlib.ExitStack() as stack:
+    with engine_calls("the docker bridge's address"), contextlib.ExitStack() as stack:
         if client is None:
             client = stack.enter_context(contextlib.closing(docker_client()))
         attrs = client.networks.get("bridge").attrs

@@ -2,8 +2,9 @@
 
 The official image (`happysixd/osworld-docker`, of the qemus/qemu lineage) exits 88 at its start unless
 /dev/kvm is writable and the CPU's flags in /proc/cpuinfo show `vmx` or `svm`, and boots with TCG instead when
-its environment says `KVM=N`. `check_host` asks the same before a queue launches anything (and on each Ray
-node), `start_guest` before every guest of the official kind: one line naming what is missing, never a boot.
+its environment says `KVM=N`. The official kind (kinds.QemuGuest) asks the same before a queue launches
+anything (and on each Ray node) and before every guest it starts: one line naming what is missing, never a
+boot.
 
 The host's meminfo and cpuinfo are read from `$HCU_HOST_PROC` (default /proc): tests point it at a folder
 holding their own.
@@ -11,7 +12,6 @@ holding their own.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 from dataclasses import dataclass
@@ -21,8 +21,6 @@ import docker
 import docker.errors
 
 from hcu.osworld.errors import ConfigurationError
-from hcu.osworld.guest.docker_engine import docker_client
-from hcu.osworld.settings import GuestSettings
 
 HOST_PROC_ENV = "HCU_HOST_PROC"
 KVM_DEVICE = Path("/dev/kvm")
@@ -95,13 +93,3 @@ def boots_with_kvm(client: docker.DockerClient, image: str) -> bool:
         return True
     values = dict(item.split("=", 1) for item in env if "=" in item)
     return not values.get("KVM", "Y").upper().startswith("N")
-
-
-def check_host(settings: GuestSettings) -> None:
-    """Before a queue launches anything on this host (or a Ray node runs an attempt): a run on the official
-    guest needs KVM here, unless its container image boots with TCG. Nothing to check for the test desktop."""
-    if settings.guest_image is None:
-        return
-    with contextlib.closing(docker_client()) as client:
-        if boots_with_kvm(client, settings.guest_docker_image):
-            check_kvm()

@@ -1,9 +1,9 @@
 """Memory admission: a guest starts only when what it needs fits the host's memory, host-wide across runners.
 
-A guest needs its RAM_SIZE plus the official image's overhead (a test desktop, which ignores RAM_SIZE: a fixed
-footprint), with a margin on top (`hcu.defaults.GUEST`). A ledger (`<state dir>/memory.json`, under its lock)
-holds one reservation per guest: its container name, pid, labels, bytes, and whether it is still starting. A
-guest is admitted when both hold:
+What a guest needs is its kind's (kinds.GuestKind.memory_need: the official image's RAM_SIZE plus its overhead,
+the test desktop's fixed footprint), with a margin on top (`hcu.defaults.GUEST`). A ledger
+(`<state dir>/memory.json`, under its lock) holds one reservation per guest: its container name, pid, labels,
+bytes, and whether it is still starting. A guest is admitted when both hold:
 - the host's available memory, less what guests still starting have reserved, covers its need and the margin.
   This is what the official image checks at its start and again just before QEMU (else it exits 17): no guest
   hcu starts is refused for the memory of another guest hcu was starting;
@@ -47,13 +47,6 @@ class Reservation(BaseModel):
     bytes: int
     starting: bool = True
     """Until the guest's VM runs, its memory is not yet in the host's available figure."""
-
-
-def need_bytes(kind: str, ram_size: str) -> int:
-    """What one guest of `kind` takes: RAM_SIZE plus the image's overhead, or the test desktop's footprint."""
-    if kind == "qemu":
-        return size_bytes(ram_size) + size_bytes(GUEST.memory_overhead)
-    return size_bytes(GUEST.test_desktop_memory)
 
 
 def shortfall(memory: HostMemory, need: int, others: Iterable[Reservation]) -> str | None:

@@ -17,6 +17,7 @@ import docker.errors
 import requests
 from pydantic import BaseModel
 
+from hcu.defaults import RETRIES
 from hcu.osworld.errors import ConfigurationError, GuestError
 from hcu.osworld.guest.api import ExecResult, GuestAPI, GuestAPIError
 from hcu.osworld.guest.console import ContainerWatch
@@ -24,9 +25,6 @@ from hcu.osworld.guest.console import ContainerWatch
 POLL_INTERVAL_SEC = 0.2
 PROBE_TIMEOUT_SEC = 10.0
 SUDO_TIMEOUT_SEC = 30.0
-SUDO_SETTLE_SEC = 60.0
-"""How long sudo may fail for another reason than a refused password (a guest whose API answers before the
-rest of its system is up) before the step fails as a guest failure."""
 SUDO_RETRY_SEC = 1.0
 SUDO_REFUSED = "incorrect password attempt"
 """What sudo says (C locale) when it refused the password it read: the guest rejects client_password."""
@@ -60,9 +58,10 @@ class Readiness:
     """Records each step's duration and outcome; a step that fails as a guest fails (GUEST_FAILURES) raises
     GuestError naming it."""
 
-    def __init__(self, guest_name: str) -> None:
+    def __init__(self, guest_name: str, steps: list[ReadinessStep] | None = None) -> None:
         self.guest_name = guest_name
-        self.steps: list[ReadinessStep] = []
+        self.steps = steps if steps is not None else []
+        """Appended to as each step ends (the caller's list, when given: it outlives a failed boot)."""
 
     @contextlib.contextmanager
     def step(self, name: str, *, required: bool = True) -> Iterator[StepNote]:
@@ -76,9 +75,7 @@ class Readiness:
                 ReadinessStep(name=name, duration_sec=_since(started), ok=False, error=error, detail=note.detail)
             )
             if required:
-                failure = GuestError(f"guest {self.guest_name}: readiness step '{name}' failed: {error}")
-                failure.readiness = self.steps  # type: ignore[attr-defined]
-                raise failure from exc
+                raise GuestError(f"guest {self.guest_name}: readiness step '{name}' failed: {error}") from exc
         except BaseException as exc:  # a phase deadline or a stop signal: the record shows where the boot was
             self.steps.append(ReadinessStep(name=name, duration_sec=_since(started), ok=False,
                                             error=f"{type(exc).__name__}: {exc}"[:300], detail=note.detail))
@@ -144,7 +141,7 @@ def sudo_command(password: str, command: str) -> str:
     return f"printf '%s\\n' {shlex.quote(password)} | LC_ALL=C sudo -S -k -p '' {command}"
 
 
-def check_sudo(api: GuestAPI, password: str, *, settle_sec: float = SUDO_SETTLE_SEC) -> None:
+def check_sudo(api: GuestAPI, password: str, *, settle_sec: float = RETRIES.guest_sudo_settle_sec) -> None:
     """sudo works with client_password. A refused password fails at once as a ConfigurationError naming
     client_password (the guest image's password is fixed: every attempt would fail the same way); any other
     failure is a guest not ready yet, tried again for up to `settle_sec`, then a guest failure."""

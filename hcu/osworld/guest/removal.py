@@ -11,7 +11,7 @@ from pydantic import BaseModel
 from hcu.osworld.guest import memory
 from hcu.osworld.guest import overlay as overlays
 from hcu.osworld.guest import ports as port_leases
-from hcu.osworld.guest.docker_engine import docker_client
+from hcu.osworld.guest.docker_engine import docker_client, engine_calls
 from hcu.osworld.records.identity import LABEL_ATTEMPT, LABEL_MANAGED, LABEL_REPEAT, LABEL_RUN_ID, LABEL_TASK_ID
 
 
@@ -45,7 +45,7 @@ def cleanup(
     labels = selector(run_id=run_id, task_id=task_id, attempt=attempt, repeat=repeat)
     filters = {"label": [f"{k}={v}" for k, v in labels.items()]}
     report = CleanupReport()
-    with contextlib.closing(docker_client()) as client:
+    with engine_calls("cleanup"), contextlib.closing(docker_client()) as client:
         for container in client.containers.list(all=True, filters=filters):
             with contextlib.suppress(docker.errors.NotFound):
                 container.remove(v=True, force=True)

@@ -26,9 +26,9 @@ from urllib.parse import unquote, urlsplit
 import requests
 from filelock import FileLock
 from pydantic import BaseModel, ConfigDict
-from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential
 
-from hcu.defaults import ASSET_CACHE_DIR
+from hcu.defaults import ASSET_CACHE_DIR, RETRIES
+from hcu.osworld.errors import HcuOSWorldError
 from hcu.osworld.osworld_bridge.tasks import TaskDefinition
 
 STAND_IN_MARKER = "STAND-INS.txt"
@@ -39,7 +39,7 @@ CONNECT_TIMEOUT_SEC = 10.0
 CHUNK_BYTES = 1 << 20
 
 
-class AssetError(Exception):
+class AssetError(HcuOSWorldError):
     """An asset could not be resolved: offline miss, bad URL, or a failed download."""
 
 
@@ -126,17 +126,11 @@ class AssetCache(BaseModel):
         with FileLock(self.root / LOCKS_DIR / lock_name):
             if not path.is_file():  # another process may have fetched it while we waited
                 try:
-                    self._download(self.fetch_url(source), path)
+                    RETRIES.asset_download.retrying(_retryable)(self._download, self.fetch_url(source), path)
                 except requests.RequestException as exc:
                     raise AssetError(f"asset {source} could not be downloaded into {path}: {exc}") from None
         return path
 
-    @retry(
-        retry=retry_if_exception(_retryable),
-        stop=stop_after_attempt(3),
-        wait=wait_exponential(multiplier=1, max=10),
-        reraise=True,
-    )
     def _download(self, url: str, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         with requests.get(url, stream=True, timeout=(CONNECT_TIMEOUT_SEC, self.read_timeout_sec)) as response:

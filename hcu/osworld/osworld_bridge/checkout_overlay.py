@@ -17,16 +17,12 @@ import os
 from pathlib import Path
 from typing import Any
 
-from tenacity import Retrying, stop_after_attempt, stop_after_delay, wait_exponential
-
+from hcu.defaults import RETRIES, Backoff
 from hcu.osworld.osworld_bridge.assets import AssetCache, is_url
 from hcu.osworld.osworld_bridge.setup import place
 
 ASSET_CACHE_ENV = "HCU_ASSET_CACHE"
 OFFLINE_ASSETS_ENV = "HCU_OFFLINE_ASSETS"
-CDP_ATTEMPTS = 8
-CDP_TOTAL_SEC = 30.0
-CDP_MAX_WAIT_SEC = 8.0
 
 
 def configured_cache() -> AssetCache:
@@ -42,16 +38,7 @@ def prefill_download(url: str, target: str) -> None:
     place(configured_cache().resolve(url), Path(target))
 
 
-def connect_over_cdp(
-    chromium: Any, url: str, *, attempts: int = CDP_ATTEMPTS, total_sec: float = CDP_TOTAL_SEC
-) -> Any:
-    """`chromium.connect_over_cdp(url)`, retried with exponential backoff for at most `attempts` tries
-    or `total_sec` seconds; the last error propagates to OSWorld's own handling."""
-    for attempt in Retrying(
-        stop=stop_after_attempt(attempts) | stop_after_delay(total_sec),
-        wait=wait_exponential(multiplier=0.5, max=CDP_MAX_WAIT_SEC),
-        reraise=True,
-    ):
-        with attempt:
-            return chromium.connect_over_cdp(url)
-    raise AssertionError("unreachable: Retrying returns or re-raises")
+def connect_over_cdp(chromium: Any, url: str, *, backoff: Backoff = RETRIES.chrome_cdp) -> Any:
+    """`chromium.connect_over_cdp(url)`, tried again with exponential backoff within `backoff`'s tries and
+    total time; the last error propagates to OSWorld's own handling."""
+    return backoff.retrying()(chromium.connect_over_cdp, url)

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from hcu import REPO_ROOT
+from hcu.osworld.errors import HcuOSWorldError
 from hcu.osworld.osworld_bridge import protocol
 
 log = logging.getLogger("hcu.osworld.child")
@@ -40,7 +41,7 @@ PASSED_PREFIXES = ("OSWORLD_",)
 STDERR_TAIL = 20
 
 
-class OSWorldCodeError(Exception):
+class OSWorldCodeError(HcuOSWorldError):
     """The OSWorld process could not run a call: no interpreter, a crash, a deadline, or OSWorld's code failed.
     `kind` is the child's error kind (protocol.ERROR_KINDS) or `deadline` / `process`; `what` names the call and
     `detail` says what went wrong (the message is both). The attempt runner decides its failure class

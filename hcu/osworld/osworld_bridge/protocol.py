@@ -16,6 +16,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from hcu.osworld.errors import HcuOSWorldError
+
 PROTOCOL_VERSION = 3
 
 OPS = ("hello", "open", "setup_step", "evaluate", "check_names", "describe_v2", "v2_setup", "v2_evaluate")
@@ -36,7 +38,7 @@ ERROR_KINDS = (
 )
 
 
-class ProtocolError(Exception):
+class ProtocolError(HcuOSWorldError):
     """A line that is not a message of this protocol."""
 
 

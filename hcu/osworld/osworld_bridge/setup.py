@@ -24,7 +24,7 @@ import orjson
 from pydantic import BaseModel
 
 from hcu.defaults import SETUP
-from hcu.osworld.errors import ConfigurationError, PhaseError
+from hcu.osworld.errors import ConfigurationError, HcuOSWorldError, PhaseError
 from hcu.osworld.osworld_bridge.assets import AssetCache, AssetError
 from hcu.osworld.osworld_bridge.process import OSWorldCodeError, OSWorldProcess
 from hcu.osworld.osworld_bridge.protocol import mask, one_line
@@ -88,7 +88,7 @@ StepCheck = Callable[[dict[str, Any]], list[str]]
 """Called after a step succeeded: returns what it verified, raises SetupError when the step's effect is missing."""
 
 
-class SetupStepError(Exception):
+class SetupStepError(HcuOSWorldError):
     """A setup (or postconfig) step failed; `records` holds every step run so far, the failed one last, and
     `cause` what failed it. Its class is the cause's, else that of the phase it ends (the runner decides)."""
 

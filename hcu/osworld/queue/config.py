@@ -22,6 +22,7 @@ from hcu import REPO_ROOT
 from hcu.defaults import GATEWAY
 from hcu.flags import Settings, describe_error
 from hcu.osworld.agents import agent_cli
+from hcu.osworld.errors import HcuOSWorldError
 from hcu.osworld.osworld_bridge.assets import holds_stand_ins
 from hcu.osworld.quota.limits import QuotaLimit, key_problem, unmatched_key, upstreams_in_args
 from hcu.osworld.quota.profile import PilotError, open_pilot
@@ -46,7 +47,7 @@ DOCKER_BRIDGE_FALLBACK = "172.17.0.1"
 """Docker's usual bridge address, used when the engine cannot be asked (a dry run on a machine without one)."""
 
 
-class ConfigError(Exception):
+class ConfigError(HcuOSWorldError):
     """A config that cannot run; the message is one line naming the key and what was expected."""
 
 

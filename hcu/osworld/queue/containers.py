@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 
-from hcu.osworld.guest.docker_engine import docker_client
+from hcu.osworld.guest.docker_engine import docker_client, engine_calls
 from hcu.osworld.guest.removal import cleanup
 from hcu.osworld.records.identity import (
     LABEL_ATTEMPT,
@@ -20,7 +20,7 @@ def run_attempts_with_containers(run_id: str) -> set[AttemptId]:
     """Every attempt that owns a container, running or not, labelled with this run."""
     found = set()
     filters = {"label": [f"{LABEL_MANAGED}=1", f"{LABEL_RUN_ID}={run_id}"]}
-    with contextlib.closing(docker_client()) as client:
+    with engine_calls(f"the containers of run {run_id}"), contextlib.closing(docker_client()) as client:
         for container in client.containers.list(all=True, filters=filters):
             labels = container.labels
             attempt, repeat = labels.get(LABEL_ATTEMPT, ""), labels.get(LABEL_REPEAT, "1")

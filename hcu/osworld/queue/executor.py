@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from hcu.osworld.errors import FailureClass, HcuOSWorldError
 from hcu.osworld.queue.config import TaskSpec
 from hcu.osworld.queue.manifest import NodeInfo
 from hcu.osworld.queue.state import TaskView
@@ -20,7 +21,7 @@ from hcu.osworld.queue.status import ActiveAttempt
 from hcu.osworld.records.identity import AttemptId
 
 
-class QueueRefused(Exception):
+class QueueRefused(HcuOSWorldError):
     """The queue will not run on this directory; the message says why in one line."""
 
 
@@ -28,7 +29,7 @@ class QueueRefused(Exception):
 class Lost:
     """An attempt that ended without a result: set aside under retries/ with this classification."""
 
-    classification: str
+    classification: FailureClass
     reason: str
 
 

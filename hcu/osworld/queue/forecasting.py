@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from hcu.osworld.agents import agent_cli
 from hcu.osworld.attempt.gateway_health import gateway_health
 from hcu.osworld.errors import GatewayError
-from hcu.osworld.guest.memory import need_bytes
+from hcu.osworld.guest.kinds import kind_for
 from hcu.osworld.queue.config import RunConfig
 from hcu.osworld.queue.state import TaskView
 from hcu.osworld.quota.forecast import Campaign, Forecast, make_forecast
@@ -56,8 +56,8 @@ def quota_mismatch(config: RunConfig, upstreams: Upstreams) -> str | None:
 
 
 def campaign(config: RunConfig, attempts: int, upstreams: Upstreams, done: int | None = None) -> Campaign:
-    kind = "qemu" if config.guest_image is not None else "desktop"
-    need = max(need_bytes(kind, task.ram_size or config.ram_size) for task in config.tasks)
+    kind = kind_for(config)
+    need = max(kind.memory_need(task.ram_size or config.ram_size)[0] for task in config.tasks)
     return Campaign(attempts=attempts, max_active_tasks=config.max_active_tasks,
                     provider=agent_cli(config.agent).provider.name, model=str(config.model), quota=config.quota,
                     upstreams=upstreams.labels, upstreams_from=upstreams.source, memory=memory_fit(need),

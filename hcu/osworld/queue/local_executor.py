@@ -9,7 +9,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from subprocess import Popen
 
-from hcu.osworld.guest.host import check_host
+from hcu.osworld.guest.kinds import check_host
 from hcu.osworld.queue.config import RunConfig, TaskSpec
 from hcu.osworld.queue.containers import cleanup_attempt, run_attempts_with_containers
 from hcu.osworld.queue.executor import Lost, QueueRefused

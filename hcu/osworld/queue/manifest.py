@@ -20,8 +20,9 @@ from filelock import FileLock
 from pydantic import BaseModel
 
 from hcu import REPO_ROOT
+from hcu.defaults import RETRIES
 from hcu.osworld.agents import agent_cli
-from hcu.osworld.errors import RETRY_POLICY, PhaseError
+from hcu.osworld.errors import HcuOSWorldError, PhaseError
 from hcu.osworld.guest.container_image import resolve
 from hcu.osworld.guest.docker_engine import docker_client
 from hcu.osworld.osworld_bridge.process import OSWorldCodeError
@@ -68,7 +69,7 @@ class Manifest(Record):
     guest_docker_image: dict[str, Any] | None = None
     """The QEMU container image (`reference`, `id`, `repo_digest`); pinned from the first start that finds it on
     this host (a run may start before its first attempt pulls it). None for the test desktop."""
-    retry_policy: str = RETRY_POLICY
+    retry_policy: str = RETRIES.policy
     repeat_policy: str = REPEAT_POLICY_TEXT
     starts: list[Start] = []
     nodes: dict[str, NodeInfo] = {}
@@ -81,7 +82,7 @@ class Manifest(Record):
                 "guest_image": self.guest_image, "guest_docker_image": (self.guest_docker_image or {}).get("id")}
 
 
-class ManifestMismatch(Exception):
+class ManifestMismatch(HcuOSWorldError):
     """A pinned input changed since the run started."""
 
 

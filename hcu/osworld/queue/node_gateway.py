@@ -20,6 +20,7 @@ import requests
 
 from hcu.gateway.descriptors import PROVIDERS
 from hcu.osworld.agents import agent_cli
+from hcu.osworld.errors import HcuOSWorldError
 from hcu.osworld.queue.config import RunConfig
 from hcu.osworld.queue.keeper import die_with_parent
 
@@ -28,7 +29,7 @@ START_TIMEOUT_SEC = 30.0
 STOP_TIMEOUT_SEC = 10.0
 
 
-class NodeGatewayError(Exception):
+class NodeGatewayError(HcuOSWorldError):
     """The node's gateway could not be started; one line, no credential."""
 
 

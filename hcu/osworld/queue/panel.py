@@ -23,7 +23,7 @@ import orjson
 from filelock import FileLock, Timeout
 from pydantic import ValidationError
 
-from hcu.osworld.errors import policy_for
+from hcu.osworld.errors import FailureClass, HcuOSWorldError, policy_for
 from hcu.osworld.queue.config import RunConfig, lowered_repeats
 from hcu.osworld.queue.executor import Executor, Lost, QueueRefused
 from hcu.osworld.queue.executors import make_executor
@@ -53,7 +53,7 @@ STATUS_INTERVAL_SEC = 1.0
 __all__ = ["DEFAULT_POLL_SEC", "QueueRefused", "QueueStopped", "config_difference", "run_queue", "run_lock"]
 
 
-class QueueStopped(Exception):
+class QueueStopped(HcuOSWorldError):
     """An attempt ended on a failure every other attempt would repeat (errors.py `stop_queue`), or the run's
     spend reached max_cost_usd: the queue launched nothing more, let the running attempts finish, and says why
     in one line."""
@@ -215,7 +215,7 @@ class PanelQueue:
             assert view.result is not None and view.result.failure_classification is not None
             self._set_aside(view, view.result.failure_classification, view.result.failure_message or "")
 
-    def _set_aside(self, view: TaskView, classification: str, reason: str) -> None:
+    def _set_aside(self, view: TaskView, classification: FailureClass, reason: str) -> None:
         """Move an infrastructure-failed or interrupted attempt to retries/<key>-<n>/ and queue the repeat."""
         pause = policy_for(classification).pause_launches_sec
         self.lowered += policy_for(classification).lowers_active_tasks
@@ -256,7 +256,7 @@ class PanelQueue:
             if view.state in ("finished", "exhausted"):  # a runner killed after its result leaves containers
                 self.executor.remove_leftovers(self._attempt_id(key, active.attempt), active.node)
             if lost is not None and view.result is None:
-                if policy_for(lost.classification).stop_queue:  # e.g. a Ray node without KVM (host.check_host)
+                if policy_for(lost.classification).stop_queue:  # e.g. a Ray node without KVM (kinds.check_host)
                     self._stop(active.key, lost.reason)
                 self._set_aside(view, lost.classification, lost.reason)
             else:

@@ -36,7 +36,7 @@ from ray.util.placement_group import PlacementGroup, placement_group_table
 
 from hcu.gateway.scope_secret import ScopeKeyError
 from hcu.osworld.attempt.node_admission import NodeCaps
-from hcu.osworld.errors import ConfigurationError
+from hcu.osworld.errors import ConfigurationError, FailureClass
 from hcu.osworld.queue.config import RunConfig, TaskSpec
 from hcu.osworld.queue.executor import Lost, QueueRefused
 from hcu.osworld.queue.launch import RUN_TASK
@@ -73,6 +73,14 @@ def gcs_unreachable(address: str) -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class _Ended:
+    """Why an attempt's agent let it go; without a class, settle decides it (its node lost, or interrupted)."""
+
+    classification: FailureClass | None
+    reason: str
+
+
 @dataclass
 class _Remote:
     """The head's handle on one attempt: its slot reservation and, once placed, its node's agent."""
@@ -87,8 +95,8 @@ class _Remote:
     start_ref: Any = None
     status_ref: Any = None
     exit_code: int | None = None
-    ended: Lost | None = None
-    """Set when the agent died or could not start the runner (the classification is decided at settle)."""
+    ended: _Ended | None = None
+    """Set when the agent died or could not start the runner."""
     progress: dict[str, Any] = field(default_factory=dict)
 
 
@@ -210,7 +218,7 @@ class RayExecutor:
         """Once Ray has placed the attempt's slot: ask that node's agent to start it (or, adopted, to report)."""
         entry = placement_group_table(remote.group)
         if entry.get("state") == "REMOVED":
-            remote.ended = Lost("", "its slot reservation was removed")
+            remote.ended = _Ended(None, "its slot reservation was removed")
         elif entry.get("state") == "CREATED":
             ray_node_id = entry["bundles_to_node_id"][0]
             self.slots.placed(remote.placement.slot, ray_node_id)
@@ -254,21 +262,21 @@ class RayExecutor:
                 remote.status_ref = None
             return False
         except NodeGatewayError as exc:  # raised by start() on the node, no credential in it
-            remote.ended = Lost("gateway", str(exc.cause if hasattr(exc, "cause") else exc))
+            remote.ended = _Ended("gateway", str(exc.cause if hasattr(exc, "cause") else exc))
             return True
-        except ConfigurationError as exc:  # start() on a node that cannot run the guest (host.check_host)
-            remote.ended = Lost("configuration", str(exc.cause if hasattr(exc, "cause") else exc))
+        except ConfigurationError as exc:  # start() on a node that cannot run the guest (kinds.check_host)
+            remote.ended = _Ended("configuration", str(exc.cause if hasattr(exc, "cause") else exc))
             return True
         except AttemptGone:
-            remote.ended = Lost("", "its node's agent does not run it (the agent was started again)")
+            remote.ended = _Ended(None, "its node's agent does not run it (the agent was started again)")
             return True
         except RayActorError as exc:
             self.agents = {node: agent for node, agent in self.agents.items() if agent is not remote.agent}
-            drained = Lost("node_lost", f"node {remote.placement.node} was drained mid-attempt")
-            remote.ended = drained if exc.preempted else Lost("", f"its node's agent died ({type(exc).__name__})")
+            drained = _Ended("node_lost", f"node {remote.placement.node} was drained mid-attempt")
+            remote.ended = drained if exc.preempted else _Ended(None, f"its node's agent died ({type(exc).__name__})")
             return True
         except RayError as exc:
-            remote.ended = Lost("", f"its node's agent failed ({type(exc).__name__})")
+            remote.ended = _Ended(None, f"its node's agent failed ({type(exc).__name__})")
             return True
         if ref is remote.start_ref:
             remote.start_ref = None
@@ -294,8 +302,8 @@ class RayExecutor:
         name = remote.placement.actor_name
         if remote.ended is not None:
             self._end(remote)
-            if remote.ended.classification:
-                return remote.ended
+            if remote.ended.classification is not None:
+                return Lost(remote.ended.classification, remote.ended.reason)
             return self._lost(remote.placement, remote.ended.reason)
         try:
             payload = ray.get(remote.agent.collect.remote(name), timeout=CALL_TIMEOUT_SEC)

@@ -31,7 +31,8 @@ from typing import Any
 import orjson
 
 from hcu.osworld.attempt.node_admission import AdmissionSettings, NodeCaps
-from hcu.osworld.guest.host import check_host
+from hcu.osworld.errors import HcuOSWorldError
+from hcu.osworld.guest.kinds import check_host
 from hcu.osworld.guest.state_dir import state_dir
 from hcu.osworld.queue import keeper
 from hcu.osworld.queue.config import RunConfig
@@ -107,7 +108,7 @@ def node_agent(config: RunConfig, ray_node_id: str, slots: float = 0) -> Any:
     ).remote(config.model_dump_json())
 
 
-class AttemptGone(LookupError):
+class AttemptGone(HcuOSWorldError, LookupError):
     """The node's agent runs no attempt of that name (it never started there, or a restarted agent lost it)."""
 
 

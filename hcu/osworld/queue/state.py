@@ -19,11 +19,12 @@ from typing import Literal
 import orjson
 from pydantic import ValidationError
 
-from hcu.osworld.errors import MAX_ATTEMPTS, policy_for
+from hcu.defaults import RETRIES
+from hcu.osworld.errors import policy_for
 from hcu.osworld.records.identity import repeat_key
 from hcu.osworld.records.layout import LEASE_FILE, RESULT_FILE
 from hcu.osworld.records.lease import AttemptLease, current_host
-from hcu.osworld.records.result import TaskResult, result_if_readable
+from hcu.osworld.records.result import RecordedFailureClass, TaskResult, result_if_readable
 from hcu.record_io import Record, read_record
 
 TaskState = Literal["pending", "active", "placed", "finished", "interrupted", "infra_failed", "config_failed",
@@ -60,7 +61,7 @@ class RetryNote(Record):
 
     task_id: str
     attempt: int
-    failure_classification: str
+    failure_classification: RecordedFailureClass
     reason: str
     moved_at: float
     pause_launches_sec: float = 0.0
@@ -148,7 +149,7 @@ def scan_task(run_dir: Path, task_id: str, repeat: int = 1) -> TaskView:
     task_dir = run_dir / "tasks" / key
     view = TaskView(task_id=task_id, state="pending", attempt=attempt, retries=len(used), repeat=repeat)
     if not task_dir.is_dir():
-        view.state = "exhausted" if attempt > MAX_ATTEMPTS else "pending"
+        view.state = "exhausted" if attempt > RETRIES.attempts else "pending"
         return view
     view.result = result_if_readable(task_dir / RESULT_FILE)
     if view.result is not None:
@@ -158,7 +159,7 @@ def scan_task(run_dir: Path, task_id: str, repeat: int = 1) -> TaskView:
         elif not policy.retry:
             view.state = "finished"
         else:  # the last allowed attempt stays in tasks/, unscored
-            view.state = "infra_failed" if attempt < MAX_ATTEMPTS else "exhausted"
+            view.state = "infra_failed" if attempt < RETRIES.attempts else "exhausted"
         return view
     view.placement = read_placement(task_dir)
     if view.placement is not None:

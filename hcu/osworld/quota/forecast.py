@@ -19,7 +19,7 @@ from hcu.osworld.quota.limits import QuotaLimit, capacity, safe_concurrency
 from hcu.osworld.quota.profile import COUNTED_TOKENS, AttemptProfile, Sample
 from hcu.osworld.quota.stats import Range, Spread, spread, sum_range
 
-DOMAIN_MIN_ATTEMPTS = 5
+DOMAIN_MIN_SAMPLE = 5
 """A domain gets its own profile from this many attempts on."""
 
 
@@ -175,7 +175,7 @@ def make_forecast(sample: Sample, campaign: Campaign) -> Forecast:
 
 
 def by_domain(attempts: list[AttemptProfile]) -> dict[str, DomainProfile]:
-    """A profile for every domain with at least DOMAIN_MIN_ATTEMPTS attempts."""
+    """A profile for every domain with at least DOMAIN_MIN_SAMPLE attempts."""
     grouped: dict[str, list[AttemptProfile]] = defaultdict(list)
     for attempt in attempts:
         if attempt.domain is not None:
@@ -183,4 +183,4 @@ def by_domain(attempts: list[AttemptProfile]) -> dict[str, DomainProfile]:
     return {domain: DomainProfile(attempts=len(group), tokens_per_attempt=spread(_values(group, "quota_tokens")),
                                   calls_per_attempt=spread(_values(group, "calls")),
                                   agent_phase_sec=spread(_values(group, "agent_sec")))
-            for domain, group in sorted(grouped.items()) if len(group) >= DOMAIN_MIN_ATTEMPTS}
+            for domain, group in sorted(grouped.items()) if len(group) >= DOMAIN_MIN_SAMPLE}

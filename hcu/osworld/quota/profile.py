@@ -24,6 +24,7 @@ from pydantic import ValidationError
 
 from hcu.gateway.tokenlog import TokenLogRow
 from hcu.osworld.agents import agent_cli
+from hcu.osworld.errors import HcuOSWorldError
 from hcu.osworld.records.cost import Cost, ModelPrice
 from hcu.osworld.records.identity import AttemptId, attempt_of_scope
 from hcu.osworld.records.layout import RESULT_FILE
@@ -50,7 +51,7 @@ def quota_tokens(provider: str, usage: Usage) -> int:
     return counted_input + usage.output_tokens
 
 
-class PilotError(Exception):
+class PilotError(HcuOSWorldError):
     """A `forecast_from` entry that is not a run of this agent and model (one line, without the key)."""
 
 

@@ -7,17 +7,28 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import orjson
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
 
+from hcu.osworld.errors import POLICIES, FailureClass
 from hcu.record_io import Record
 
 Status = Literal["completed", "evaluator_error", "error"]
 TerminationReason = Literal["completed", "max_model_calls", "timeout"]
 TerminationDetail = Literal["timeout", "no_progress"]
 ProtocolWord = Literal["TASK_COMPLETE", "TASK_INFEASIBLE", "ASK_USER"]
+
+
+def _known_class(value: object) -> object:
+    return "runner" if isinstance(value, str) and value not in POLICIES else value
+
+
+RecordedFailureClass = Annotated[FailureClass, BeforeValidator(_known_class)]
+"""A failure class as a stored record holds it. A class this version does not know (a record from another
+version) reads as "runner": what `policy_for` makes of it (neither retried nor scored), and the record still
+reads."""
 
 
 class PhaseTiming(BaseModel):
@@ -71,7 +82,7 @@ class TaskResult(Record):
     termination_reason: TerminationReason | None = None
     termination_detail: TerminationDetail | None = None
     """Which limit a `timeout` termination was: the timeout itself, or the no-progress limit."""
-    failure_classification: str | None = None
+    failure_classification: RecordedFailureClass | None = None
     """A key of `hcu.osworld.errors.POLICIES`, or None for a clean attempt."""
     failure_message: str | None = None
     usage: Usage | None = None

@@ -19,7 +19,8 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
-from hcu.osworld.errors import LIMIT_TERMINATIONS, POLICIES, RETRY_POLICY, policy_for
+from hcu.defaults import RETRIES
+from hcu.osworld.errors import LIMIT_TERMINATIONS, POLICIES, HcuOSWorldError, policy_for
 from hcu.osworld.queue.config import REPEAT_POLICY, RunConfig
 from hcu.osworld.summary.compare import compare
 from hcu.osworld.summary.cost import CostFigures, cost_figures
@@ -44,7 +45,7 @@ CSV_COLUMNS = ("task_id", "repeat", "domain", "stratum", "status", "score", "eva
 TOKEN_FIELDS = ("input_tokens", "cached_input_tokens", "output_tokens", "reasoning_tokens")
 
 
-class SummaryError(Exception):
+class SummaryError(HcuOSWorldError):
     """RUN_DIR is not a run directory this tool can read; one line."""
 
 
@@ -166,7 +167,7 @@ def summarize_rows(config: RunConfig, tasks: list[TaskScores], retried: list[Ret
         "attempts_by_class": attempts_by_class(rows, retried),
         **spend,
         "by_domain": _grouped(tasks, "domain"), "by_stratum": _grouped(tasks, "stratum"),
-        "retry_policy": RETRY_POLICY,
+        "retry_policy": RETRIES.policy,
         **figures,
         "cost_usd": cost.run, "cost_per_valid_result_usd": cost.per_valid_result,
     }

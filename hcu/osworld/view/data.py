@@ -18,6 +18,7 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
+from hcu.osworld.errors import HcuOSWorldError
 from hcu.osworld.records.layout import RESULT_FILE
 from hcu.osworld.records.result import TaskResult
 from hcu.osworld.summary.rows import counted_score, failure_class
@@ -29,7 +30,7 @@ RETRY_FOLDER = re.compile(r"^(?P<key>.+)-(?P<attempt>[0-9]+)$")
 """retries/<task_id>[.r<n>]-<attempt>/."""
 
 
-class RunDirError(Exception):
+class RunDirError(HcuOSWorldError):
     """RUN_DIR is not a run directory; one line."""
 
 

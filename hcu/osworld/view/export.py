@@ -12,6 +12,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from hcu.osworld.errors import HcuOSWorldError
 from hcu.osworld.view.data import RunData
 from hcu.osworld.view.links import ExportLinks, Side
 from hcu.osworld.view.paths import PathRefused, is_text, resolve_in_run
@@ -21,7 +22,7 @@ from hcu.record_io import write_atomic
 MARKER = ".hcu-view-export"
 
 
-class ExportError(Exception):
+class ExportError(HcuOSWorldError):
     """OUT_DIR cannot take an export; one line."""
 
 

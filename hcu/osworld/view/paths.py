@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path, PurePosixPath
 
+from hcu.osworld.errors import HcuOSWorldError
+
 IMAGE_TYPES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".webp": "image/webp",
                ".gif": "image/gif"}
 VIDEO_TYPES = {".mp4": "video/mp4", ".webm": "video/webm"}
@@ -23,7 +25,7 @@ REFUSED_DIRS = frozenset({".osworld-cache", ".osworld-process"})
 """OSWorld's per-task caches: task files and a process's scratch space, nothing a page links to."""
 
 
-class PathRefused(ValueError):
+class PathRefused(HcuOSWorldError, ValueError):
     """A requested path is not a file of the run directory the viewer serves; the message says why."""
 
 

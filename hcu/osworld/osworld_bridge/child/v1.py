@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hcu.osworld.errors import HcuOSWorldError
 from hcu.osworld.osworld_bridge.child.getter_state import read_nothing, wrap_getters
 from hcu.osworld.osworld_bridge.child.guest_traffic import PROBE, Watch, failures
 
@@ -33,7 +34,7 @@ NEWER_THAN_PYPI = {
 NEWER_OSWORLD = "OSWorld newer than desktop-env 1.0.2 (xlang-ai/OSWorld main)"
 
 
-class Failure(Exception):
+class Failure(HcuOSWorldError):
     """A failure the OSWorld process reports with its kind (see protocol.ERROR_KINDS)."""
 
     def __init__(self, kind: str, message: str) -> None:
