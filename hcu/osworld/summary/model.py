@@ -38,7 +38,9 @@ class Interval(SummaryPart):
     """Wilson for pass/fail scores, a seeded bootstrap for partial ones, the cluster bootstrap with repeats, a
     normal interval for a paired difference."""
     low: float
+    """Lower end, in score units (0 to 1)."""
     high: float
+    """Upper end, in score units."""
 
 
 class ScoreInterval(Interval):
@@ -48,6 +50,7 @@ class ScoreInterval(Interval):
 
 class ClusterBootstrapInterval(ScoreInterval):
     resamples: int
+    """How many times the tasks were resampled, each with all its repeats."""
     seed: int
     """Fixed, so a run directory always gives the same interval."""
 
@@ -57,6 +60,7 @@ class GroupFigures(SummaryPart):
     repeat of every task in it."""
 
     tasks: int
+    """Config tasks in the set."""
     valid: int
     """Validly graded attempts: repeats with a usable score."""
     withheld: int
@@ -87,10 +91,15 @@ class RunIdentity(SummaryPart):
     schema_version: int = SCHEMA_VERSION
     """The layout of this file (absent, and read as 1, in files from before it was written)."""
     run_id: str
+    """The run directory's name (the config's run_id)."""
     benchmark_version: BenchmarkVersion
+    """The OSWorld task set the run scored."""
     agent: str
+    """The agent adapter that ran (the config's `agent`)."""
     model: str | None
+    """The model the agent was told to use."""
     effort: str | None
+    """The reasoning effort the agent was told to use."""
     scripted_model: bool
     """A scripted upstream stood in for the model: the score checks the harness, not a model."""
 
@@ -101,9 +110,13 @@ class TokenTotals(SummaryPart):
     accounted_tasks: int
     """Attempts fully accounted (the others' tokens are left out)."""
     input_tokens: int
+    """The whole prompt, cached part included."""
     cached_input_tokens: int
+    """The part of the prompt read from the prompt cache."""
     output_tokens: int
+    """Output, reasoning included."""
     reasoning_tokens: int
+    """The reasoning part of the output."""
     total: int
     """Input plus output."""
     per_valid_result: float | None
@@ -114,21 +127,30 @@ class RetriedSpend(SummaryPart):
     """What attempts set aside under retries/ spent: never scored, part of the campaign's cost."""
 
     attempts: int
+    """Attempts set aside under retries/."""
     machine_sec: float
+    """Their durations (from their result, else from their lease to when they were set aside)."""
     model_calls: int
+    """Counted generations they made."""
     accounted_attempts: int
     """Set-aside attempts whose every generation the gateway accounted for (their tokens are summed)."""
     input_tokens: int
+    """The whole prompt, cached part included."""
     cached_input_tokens: int
+    """The part of the prompt read from the prompt cache."""
     output_tokens: int
+    """Output, reasoning included."""
     reasoning_tokens: int
+    """The reasoning part of the output."""
     total: int
+    """Input plus output."""
     cost_usd: float | None = None
     """What they cost; None when any one's cost is unknown (or the file is from before costs)."""
 
 
 class WithheldTask(SummaryPart):
     task_id: str
+    """The config task."""
     reason: str
     """Why it has no usable score (per repeat, when it has several)."""
 
@@ -141,23 +163,29 @@ class ReadNothingTask(SummaryPart):
     getters: str
     """Comma list of the getters that read nothing."""
     score: float | None
+    """The score that counts for the repeat (None when withheld)."""
 
 
 class ClassCount(SummaryPart):
     """Attempts that ended in one failure class (or "clean"), and what the error table does with the class."""
 
     attempts: int
+    """Attempts in tasks/ and retries/ that ended so."""
     retried: bool | None
-    """None: a class this hcu does not know."""
+    """Whether the error table retries the class; None: a class this hcu does not know."""
     scored: bool | None
+    """Whether the error table scores the class; None: a class this hcu does not know."""
 
 
 class TaskRepeats(SummaryPart):
     """One config task over its repeats."""
 
     task_id: str
+    """The config task."""
     domain: str
+    """Its OSWorld domain ("unknown" when neither the config nor a result names one)."""
     repeats_scored: int
+    """Repeats with a usable score."""
     mean: float | None
     """Mean of its scored repeats (whether or not all are in)."""
     successes: int
@@ -174,27 +202,38 @@ class DiscordantTask(SummaryPart):
     """A task whose means differ between the two runs."""
 
     task_id: str
+    """The config task."""
     score: float
+    """Its mean over its scored repeats in this run."""
     other_score: float
+    """Its mean in the other run."""
     repeats: int | None = None
     """Scored repeats behind `score`."""
     other_repeats: int | None = None
+    """Scored repeats behind `other_score`."""
 
 
 class Comparison(SummaryPart):
     """`--compare`: task means paired on the tasks both configs hold and both runs scored in full."""
 
     other_run_id: str
+    """The run compared with."""
     other_run_dir: str
+    """Its run directory."""
     this_run_dir: str | None = None
+    """This run's directory (for the command that buys repeats of the discordant tasks)."""
     common_tasks: int
     """Tasks both configs hold."""
     paired_tasks: int
     """Of those, tasks both runs scored in full."""
     not_comparable: list[str]
+    """Tasks both configs hold that one run did not score in full."""
     discordant: list[DiscordantTask]
+    """Paired tasks whose exact means differ: they alone decide the comparison."""
     this_better: int
+    """Discordant tasks this run scored higher."""
     other_better: int
+    """Discordant tasks the other run scored higher."""
     mean_difference: float
     """Mean of the per-task differences, this run minus the other."""
     ci95: Interval | None
@@ -202,7 +241,9 @@ class Comparison(SummaryPart):
     sign_settled: bool | None = None
     """The interval excludes 0."""
     score: float | None
+    """This run's score (None while a task is withheld)."""
     other_score: float | None
+    """The other run's score."""
     rerun_configs: list[str]
     """Configs written by --rerun-discordant."""
 
@@ -217,32 +258,47 @@ class RunSummary(GroupFigures, RunIdentity):
     statuses: dict[str, int]
     """Repeats by the status of their result (completed, evaluator_error, error, missing, unreadable)."""
     terminations: dict[str, int]
+    """Repeats by how their attempt ended (completed, timeout, max_model_calls, ...)."""
     failure_classes: dict[str, int]
+    """Repeats by the failure class of their attempt in tasks/."""
     zeroed_by_budget_or_timeout: int
     """Repeats scored 0 because the budget or the timeout ended them."""
     zeroed_though_evaluator_passed: int
+    """Of those, repeats the evaluator scored above 0."""
     withheld_tasks: list[WithheldTask]
+    """Tasks without a usable score for some repeat, with why."""
     read_nothing_tasks: list[ReadNothingTask] = []
+    """Repeats scored although a getter read nothing: check these before trusting their zeros."""
     attempts: int
     """Every attempt of every repeat, retries included."""
     retried_tasks: int
     """Tasks with a repeat that took more than one attempt."""
     attempts_by_class: dict[str, ClassCount] = {}
+    """Attempts (tasks/ and retries/) by how they ended, most frequent first."""
     machine_sec: float
     """Attempt durations, retries included (desktop hours, not model time)."""
     machine_sec_per_valid_result: float | None
+    """machine_sec over the validly graded attempts."""
     attempts_without_duration: int
+    """Attempts whose length is unknown (left out of machine_sec)."""
     model_calls: int
+    """Counted generations of the scored attempts."""
     tokens: TokenTotals
+    """Tokens of the scored attempts."""
     retried: RetriedSpend | None = None
+    """What the attempts set aside under retries/ spent."""
     by_domain: dict[str, GroupFigures]
+    """The group figures per OSWorld domain."""
     by_stratum: dict[str, GroupFigures]
+    """The group figures per config stratum (tasks without one are left out)."""
     retry_policy: str
+    """How infrastructure failures are retried, as the error table states it."""
     repeats: int | None = None
     """k: the repeats every task asks for (the fewest any task entry asks for)."""
     repeat_policy: Literal["mean"] | None = None
     """How repeats make a task's score: their mean, never the best of them."""
     per_task: list[TaskRepeats] = []
+    """One row per config task over its repeats."""
     pass_at_k: float | None = None
     """Mean over tasks of pass@k; None while a task has fewer than k scored repeats."""
     pass_hat_k: float | None = None
@@ -252,9 +308,12 @@ class RunSummary(GroupFigures, RunIdentity):
     task_list_sd: float | None = None
     """Standard deviation of the score from which tasks are in the list."""
     cluster_bootstrap_ci95: ClusterBootstrapInterval | None = None
+    """95% interval from resampling tasks, each with all its repeats (of the lower bound while tasks are
+    withheld)."""
     cost_usd: float | None = None
     """What the run cost, every attempt and retry included; None when any attempt's cost is unknown."""
     cost_per_valid_result_usd: float | None = None
+    """cost_usd over the validly graded attempts: read it next to coverage."""
     compare: Comparison | None = None
     """Only with --compare (absent from the file otherwise)."""
 
@@ -289,4 +348,4 @@ def unplaced_figures(summary: RunSummary, placed: frozenset[str]) -> list[tuple[
     """(name, description, value) of every field a page has no place of its own for, in file order: a statistic
     added to the model shows wherever summaries are shown without touching the pages."""
     return [(name, " ".join((info.description or name).split()).split(". ")[0].rstrip("."), getattr(summary, name))
-            for name, info in RunSummary.model_fields.items() if name not in placed]
+            for name, info in type(summary).model_fields.items() if name not in placed]
