@@ -196,8 +196,9 @@ class RunData:
 
     def repeats(self) -> int:
         """Scored repeats per task: the config's, else the summary's, else 1."""
-        summary = self.summary()
-        value = self.config.get("repeats", summary.repeats if summary is not None else None)
+        value = self.config.get("repeats")
+        if value is None and (summary := self.summary()) is not None:
+            value = summary.repeats
         return value if isinstance(value, int) and value >= 1 else 1
 
     def record(self, relative: str) -> dict[str, Any] | None:
