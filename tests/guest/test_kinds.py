@@ -61,8 +61,10 @@ def test_neither_or_both_guest_settings_is_one_line_naming_the_setting(tmp_path:
 def test_each_kind_sizes_its_memory_and_names_what_sized_it() -> None:
     qemu = GuestSpec(kind="qemu", image="guest.qcow2", ram_size="8G")
     desktop = GuestSpec(kind="test-desktop", image="hcu-test-desktop:latest", ram_size="64G")
-    assert qemu.guest_kind.memory_need(qemu.ram_size) == (8 * (1 << 30) + size_bytes(GUEST.memory_overhead), "ram_size 8G")
-    assert desktop.guest_kind.memory_need(desktop.ram_size) == (size_bytes(GUEST.test_desktop_memory), "the test desktop")
+    qemu_need = (8 * (1 << 30) + size_bytes(GUEST.memory_overhead), "ram_size 8G")
+    assert qemu.guest_kind.memory_need(qemu.ram_size) == qemu_need
+    desktop_need = (size_bytes(GUEST.test_desktop_memory), "the test desktop")
+    assert desktop.guest_kind.memory_need(desktop.ram_size) == desktop_need
 
 
 def _compares_a_kind_name(node: ast.AST) -> bool:

@@ -70,7 +70,7 @@ def test_run_task_on_the_qemu_guest_scores_one_and_leaves_the_base_untouched(
     assert [p.name for p in r.phases] == PHASES and all(p.status == "ok" for p in r.phases)
     guest = read_record(result_dir / "meta.json", AttemptMeta).guest
     assert guest is not None and guest.spec is not None and guest.container_image is not None
-    assert guest.spec["kind"] == "qemu" and guest.spec["docker_image"] == QEMU_RUNNER_IMAGE
+    assert guest.spec.kind == "qemu" and guest.spec.docker_image == QEMU_RUNNER_IMAGE
     assert guest.container_image.reference == QEMU_RUNNER_IMAGE
     assert guest.container_image.id.startswith("sha256:")
     steps = {step.name: step for step in guest.readiness}

@@ -107,7 +107,7 @@ def test_demo_through_ray_matches_local(tmp_path: Path, demo_run: DemoRun, ray_c
         gateways.setdefault(recorded["attempt_nodes"][result["attempt_id"]], set()).add(meta.gateway)
         health = meta.gateway_health  # the node's gateway serves each scope only to its secret, the run's key
         assert health is not None, scope
-        assert (health["scope_secrets"], health["scope_key_id"]) == (True, run_key), scope
+        assert (health.scope_secrets, health.scope_key_id) == (True, run_key), scope
     assert all(len(urls) == 1 for urls in gateways.values()), f"one gateway per node: {gateways}"
     assert len(set.union(*gateways.values())) == len(gateways), f"each node its own gateway: {gateways}"
     key = config.scope_key_file.read_text().strip().encode()

@@ -84,3 +84,16 @@ def test_rerun_discordant_needs_compare_and_a_positive_k(tmp_path: Path):
         out = subprocess.run([sys.executable, "-m", "hcu.osworld.summarize", str(a), *args], capture_output=True,
                              text=True, timeout=60)
         assert out.returncode == 2 and message in out.stderr and out.stderr.count("\n") == 1, out.stderr
+
+
+def test_the_same_scores_in_another_order_are_not_discordant(tmp_path: Path):
+    """A float sum depends on order ((0.1 + 0.2) + 0.3 != (0.3 + 0.2) + 0.1): task means are compared exactly."""
+    a = make_repeat_run(tmp_path, "a", {"x": [ok(0.1), ok(0.2), ok(0.3)], "y": [ok(1.0), ok(0.0), ok(0.0)]})
+    b = make_repeat_run(tmp_path, "b", {"x": [ok(0.3), ok(0.2), ok(0.1)], "y": [ok(0.0), ok(0.0), ok(1.0)]})
+    out = subprocess.run([sys.executable, "-m", "hcu.osworld.summarize", str(a), "--compare", str(b),
+                          "--rerun-discordant", "2"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    c = orjson.loads((a / "summary" / "summary.json").read_bytes())["compare"]
+    assert (c["discordant"], c["this_better"], c["other_better"], c["rerun_configs"]) == ([], 0, 0, [])
+    assert c["mean_difference"] == 0.0
+    assert not (a / "summary" / "rerun-discordant.json").exists()

@@ -38,6 +38,7 @@ from hcu.osworld.queue.state import RetryNote
 from hcu.osworld.records.identity import AttemptId
 from hcu.osworld.records.lease import AttemptLease
 from hcu.osworld.records.result import EmptyGetter, PhaseTiming, TaskResult, Usage
+from hcu.osworld.summary.model import parse_summary
 from hcu.osworld.summary.run_summary import summarize
 from hcu.record_io import write_json, write_record
 
@@ -245,24 +246,23 @@ def build_run(root: Path, run_id: str, attempts: list[Attempt], *, salted: bool 
 
 
 def add_repeat_summary(sample: SampleRun, k: int) -> None:
-    """summary.json's repeat fields (the repeats contract) from the attempts written: k, the policy, per-task
-    means and pass@k/pass^k over every task."""
+    """summary.json's repeat fields with every task's pass@k and pass^k known (as if every repeat were scored:
+    summarize itself withholds them here), and a known cost; written through the summary's model."""
     path = sample.run_dir / "summary" / "summary.json"
-    summary = orjson.loads(path.read_bytes())
+    summary, _ = parse_summary(orjson.loads(path.read_bytes()))
     per_task = []
-    for task_id in dict.fromkeys(a.task_id for a in sample.attempts):
+    for row in summary.per_task:
         scores = [1.0 if a.outcome in ("pass", "retried_pass") else 0.5 if a.outcome == "partial" else 0.0
                   for a in sample.attempts
-                  if a.task_id == task_id and a.outcome not in ("evaluator_error", "no_result")]
+                  if a.task_id == row.task_id and a.outcome not in ("evaluator_error", "no_result")]
         successes = sum(1 for s in scores if s == 1.0)
-        per_task.append({"task_id": task_id, "repeats_scored": len(scores), "successes": successes,
-                         "mean": sum(scores) / len(scores) if scores else None,
-                         "pass_at_k": float(successes > 0), "pass_hat_k": float(successes == len(scores) > 0)})
-    summary.update(repeats=k, repeat_policy="mean", per_task=per_task,
-                   pass_at_k=sum(r["pass_at_k"] for r in per_task) / len(per_task),
-                   pass_hat_k=sum(r["pass_hat_k"] for r in per_task) / len(per_task),
-                   run_to_run_sd=0.021, task_list_sd=0.034, cost_usd=1.25, cost_per_valid_result_usd=0.05)
-    write_json(path, summary)
+        per_task.append(row.model_copy(update={"pass_at_k": float(successes > 0),
+                                               "pass_hat_k": float(successes == len(scores) > 0)}))
+    summary = summary.model_copy(update={
+        "repeats": k, "per_task": per_task, "pass_at_k": sum(r.pass_at_k for r in per_task) / len(per_task),
+        "pass_hat_k": sum(r.pass_hat_k for r in per_task) / len(per_task), "run_to_run_sd": 0.021,
+        "task_list_sd": 0.034, "cost_usd": 1.25, "cost_per_valid_result_usd": 0.05})
+    write_json(path, summary.to_json())
 
 
 def file_list(folder: Path) -> list[Path]:

@@ -21,6 +21,7 @@ from hcu.defaults import GUEST
 from hcu.osworld.agents import INHERITED_PATHS, MANAGED_CONFIG, get_adapter
 from hcu.osworld.agents.base import GUEST_ROOT, AgentAdapter, AgentContext, AgentPlan
 from hcu.osworld.attempt.agent_phase import AgentLimits, AgentOutcome, run_agent
+from hcu.osworld.attempt.gateway_health import GatewayHealth
 from hcu.osworld.attempt.gateway_watch import GatewayWatch
 from hcu.osworld.attempt.guest_phases import AttemptState
 from hcu.osworld.attempt.isolation import prepare_agent, remove_inherited, upload_plan
@@ -94,9 +95,10 @@ def probe(state: AgentAttempt) -> None:
     assert state.guest is not None and state.plan is not None and state.context is not None
     assert state.credential is not None
     s, api = state.settings, state.guest.api
-    state.meta.gateway_health = check_gateway_from_guest(  # as the agent will ask: its scope, its credential
+    health = check_gateway_from_guest(  # as the agent will ask: its scope, its credential
         api, s.gateway, s.max_model_calls, scope=state.attempt.gateway_scope, token=state.credential.token)
-    if unprotected := check_scope_key(state.meta.gateway_health, state.credential, s.gateway):
+    state.meta.gateway_health = GatewayHealth.model_validate(health)
+    if unprotected := check_scope_key(health, state.credential, s.gateway):
         log.warning(unprotected)
     state.meta.mcp_probe = check_mcp(api, state.plan.mcp_server, state.context.channels)
 

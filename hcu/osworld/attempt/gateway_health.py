@@ -17,13 +17,44 @@ from hcu.osworld.errors import GatewayError
 TIMEOUT_SEC = 5.0
 
 
-class GatewayHealth(BaseModel):
+class TokenLogHealth(BaseModel):
+    """What `/healthz` says about the gateway's token log."""
+
     model_config = ConfigDict(extra="allow")
 
+    writable: bool
+    """False: rows are held in memory until the log can be written again."""
+    pending_rows: int = 0
+    dropped_rows: int = 0
+    error: str | None = None
+    """Why the log cannot be written."""
+    restored_from_open_file: int = 0
+    """Times the log was deleted or moved while the gateway ran and put back from the file it held open."""
+
+
+class GatewayHealth(BaseModel):
+    """The gateway's `/healthz` answer to this host or to a request naming a scope (meta.json keeps the one the
+    guest read). Keys a newer gateway adds are kept as they are."""
+
+    model_config = ConfigDict(extra="allow")
+
+    status: str = "up"
     provider: str
+    """The upstream API the gateway speaks (openai, anthropic, gemini, ...)."""
     max_requests_per_task: int
+    """The budget of counted generations per scope."""
     rate_limit_max_wait: float | None = None
+    upstreams: list[str] = []
+    """The upstreams' labels, never their credentials."""
+    tasks: int | None = None
+    """Scopes the gateway has seen."""
+    scope_secrets: bool = False
+    """The gateway serves a scope only with its secret (started with --scope-key-file)."""
+    scope_key_id: str | None = None
+    """Which scope key it holds (never the key)."""
+    token_log: TokenLogHealth | None = None
     task: TaskStateView | None = None
+    """With `?task=`: that scope's state."""
 
 
 def gateway_health(gateway_url: str, *, task: str | None = None, secret: str | None = None,

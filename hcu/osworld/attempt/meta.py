@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from hcu.osworld.attempt.agent_phase import AgentOutcome
+from hcu.osworld.attempt.gateway_health import GatewayHealth
 from hcu.osworld.attempt.mcp_probe import ProbeReport
 from hcu.osworld.evidence.recording import RecordingReport
 from hcu.osworld.guest.container_image import ContainerImage
@@ -20,8 +21,32 @@ from hcu.osworld.osworld_bridge.setup import SetupStepRecord
 from hcu.record_io import Record
 
 
+class GuestSpecRecord(BaseModel):
+    """The guest asked for: the guest spec without the client password. Fields a newer guest spec adds are kept
+    as they are, so one hcu reads another's meta.json."""
+
+    model_config = ConfigDict(extra="allow")
+
+    kind: str
+    """qemu or test-desktop (a kind a newer hcu knows reads too)."""
+    image: str
+    """qcow2 path (qemu) or docker image reference (test-desktop)."""
+    docker_image: str | None = None
+    """The container image that boots `image` with QEMU."""
+    volume_size_gb: int | None = None
+    ram_size: str | None = None
+    cpu_cores: int | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _never_the_password(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "client_password" in data:
+            return {key: value for key, value in data.items() if key != "client_password"}
+        return data
+
+
 class GuestRecord(BaseModel):
-    spec: dict[str, Any] | None = None
+    spec: GuestSpecRecord | None = None
     """The guest asked for (kind, image, sizes; never the client password)."""
     container_id: str | None = None
     host: str | None = None
@@ -68,8 +93,8 @@ class AttemptMeta(Record):
     """The attempt's gateway scope (`/t/<scope>/...`)."""
     session_id: str | None = None
     artifacts: dict[str, ArtifactRecord] = {}
-    gateway_health: dict[str, Any] | None = None
-    """The gateway's /healthz as the guest read it before the agent started."""
+    gateway_health: GatewayHealth | None = None
+    """The gateway's /healthz as the guest read it before the agent started (this attempt's scope)."""
     agent_version: str | None = None
     mcp_probe: ProbeReport | None = None
     agent: AgentOutcome | None = None

@@ -169,13 +169,13 @@ def run(opts: CanaryOptions, *, stops: StopSignals | None = None,
 
 def _report(state: AttemptState, failure: Failure | None, phases: list[PhaseTiming]) -> CanaryReport:
     s, meta, task = state.settings, state.meta, state.task
-    spec = (meta.guest.spec if meta.guest else None) or {}
+    spec = meta.guest.spec if meta.guest else None
     kind = kind_for(s)
     return CanaryReport(
         status="failed" if failure else "passed", benchmark_version=s.benchmark_version, task_id=s.task_id,
         task_domain=task.domain if task else s.task_domain, task_sha256=meta.task_sha256,
-        guest_kind=spec.get("kind", kind.name), guest_image=spec.get("image", str(kind.image_in(s))),
-        volume_size_gb=spec.get("volume_size_gb", s.volume_size or 0),
+        guest_kind=spec.kind if spec else kind.name, guest_image=spec.image if spec else str(kind.image_in(s)),
+        volume_size_gb=(spec.volume_size_gb if spec else None) or s.volume_size or 0,
         desktop_env=meta.osworld.desktop_env, osworld_python=meta.osworld.python, hcu=meta.osworld.hcu,
         stand_ins=bool(state.assets and state.assets.stand_ins),
         readiness=meta.guest.readiness if meta.guest else [],

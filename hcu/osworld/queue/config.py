@@ -279,12 +279,18 @@ def resolve(config: RunConfig, config_path: Path) -> RunConfig:
     return resolved
 
 
-def parse_config(data: object, config_path: Path) -> RunConfig:
-    """Validate and resolve an already-parsed JSON value; ConfigError on anything that cannot run."""
+def validate_config(data: object, config_path: Path) -> RunConfig:
+    """An already-parsed JSON value as a RunConfig, unresolved; ConfigError naming the key when it is not one
+    (the line run_queue prints, and summarize for a stored config)."""
     try:
-        config = RunConfig.model_validate(data)
+        return RunConfig.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(f"{config_path}: {describe_error(exc)}") from None
+
+
+def parse_config(data: object, config_path: Path) -> RunConfig:
+    """Validate and resolve an already-parsed JSON value; ConfigError on anything that cannot run."""
+    config = validate_config(data, config_path)
     flag = config.ray.node_gateway.refused_flag() if config.ray and config.ray.node_gateway else None
     if flag is not None:
         hint = " (a token: name its environment variable in upstream_token_env)" if flag == "--upstream-token" else ""

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from hcu.osworld.summary.repeats import TaskScores
+from hcu.osworld.summary.model import Comparison, DiscordantTask
+from hcu.osworld.summary.repeats import TaskScores, means_differ
 from hcu.osworld.summary.run import Run
 from hcu.osworld.summary.stats import paired_difference
 from hcu.record_io import write_json
@@ -44,25 +45,23 @@ def _pairs(run: Run, other: Run) -> tuple[list[tuple[TaskScores, TaskScores]], l
     return common, [(a, b) for a, b in common if a.complete and b.complete]
 
 
-def compare(run: Run, other: Run, rerun_discordant: int | None = None) -> dict[str, Any]:
+def compare(run: Run, other: Run, rerun_discordant: int | None = None) -> Comparison:
     """Paired comparison of task means on the tasks both configs hold and both runs scored in full."""
     common, pairs = _pairs(run, other)
-    means = [(float(a.mean), float(b.mean)) for a, b in pairs]  # type: ignore[arg-type]
-    discordant = [(a, b) for (a, b), (x, y) in zip(pairs, means, strict=True) if x != y]
-    diff = paired_difference([x for x, _ in means], [y for _, y in means])
+    discordant = [(a, b) for a, b in pairs if means_differ(a.scores, b.scores)]
+    diff = paired_difference([float(a.mean) for a, _ in pairs], [float(b.mean) for _, b in pairs])  # type: ignore[arg-type]
     interval = diff.interval
     settled = interval is not None and (interval.low > 0 or interval.high < 0)
     reruns = []
     if rerun_discordant and discordant:
         reruns = write_reruns(run, other, {a.task_id for a, _ in discordant}, rerun_discordant)
-    return {"other_run_id": other.config.run_id, "other_run_dir": str(other.run_dir),
-            "this_run_dir": str(run.run_dir),
-            "common_tasks": len(common), "paired_tasks": len(pairs),
-            "not_comparable": [a.task_id for a, b in common if not (a.complete and b.complete)],
-            "discordant": [{"task_id": a.task_id, "score": a.mean, "other_score": b.mean,
-                            "repeats": len(a.scores), "other_repeats": len(b.scores)} for a, b in discordant],
-            "this_better": sum(1 for a, b in discordant if a.mean > b.mean),  # type: ignore[operator]
-            "other_better": sum(1 for a, b in discordant if a.mean < b.mean),  # type: ignore[operator]
-            "mean_difference": diff.mean, "ci95": interval.as_dict() if interval else None,
-            "sign_settled": settled, "score": run.summary["score"], "other_score": other.summary["score"],
-            "rerun_configs": reruns}
+    return Comparison(
+        other_run_id=other.config.run_id, other_run_dir=str(other.run_dir), this_run_dir=str(run.run_dir),
+        common_tasks=len(common), paired_tasks=len(pairs),
+        not_comparable=[a.task_id for a, b in common if not (a.complete and b.complete)],
+        discordant=[DiscordantTask(task_id=a.task_id, score=a.mean, other_score=b.mean, repeats=len(a.scores),
+                                   other_repeats=len(b.scores)) for a, b in discordant],
+        this_better=sum(1 for a, b in discordant if a.mean > b.mean),  # type: ignore[operator]
+        other_better=sum(1 for a, b in discordant if a.mean < b.mean),  # type: ignore[operator]
+        mean_difference=diff.mean, ci95=interval, sign_settled=settled, score=run.summary.score,
+        other_score=other.summary.score, rerun_configs=reruns)

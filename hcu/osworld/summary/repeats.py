@@ -23,9 +23,28 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 
 from hcu.osworld.queue.config import RunConfig
+from hcu.osworld.summary.model import TaskRepeats
 from hcu.osworld.summary.rows import AttemptRow
+
+
+def exact_sum(scores: Sequence[float]) -> Fraction:
+    """The sum of scores as an exact fraction: the same whatever order the repeats come in (a float sum is not,
+    so two runs holding the same scores in another order would differ in the last bit)."""
+    return sum((Fraction(score) for score in scores), Fraction(0))
+
+
+def task_mean(scores: Sequence[float]) -> float | None:
+    """The mean of a task's scored repeats, exactly rounded (order does not matter); None without one."""
+    return float(exact_sum(scores) / len(scores)) if scores else None
+
+
+def means_differ(scores: Sequence[float], other: Sequence[float]) -> bool:
+    """Whether two tasks' means over their scored repeats differ (compared exactly): what makes a task
+    discordant between two runs."""
+    return exact_sum(scores) * len(other) != exact_sum(other) * len(scores)
 
 
 @dataclass(frozen=True)
@@ -51,10 +70,9 @@ class TaskScores:
     @classmethod
     def of(cls, task_id: str, stratum: str, repeats: int, rows: list[AttemptRow]) -> TaskScores:
         scores = [row.score for row in rows if row.score is not None]
-        total = sum(scores)
         return cls(task_id, rows[0].domain if rows else "unknown", stratum, repeats, rows, scores,
-                   total / len(scores) if scores else None, sum(1 for score in scores if score == 1.0),
-                   total / repeats, (repeats - len(scores)) / repeats)
+                   task_mean(scores), sum(1 for score in scores if score == 1.0),
+                   float(exact_sum(scores) / repeats), (repeats - len(scores)) / repeats)
 
     @property
     def complete(self) -> bool:
@@ -97,19 +115,19 @@ def pass_hat_k(n: int, c: int, k: int) -> float | None:
     return math.comb(c, k) / math.comb(n, k)
 
 
-def per_task(tasks: Sequence[TaskScores], k: int) -> list[dict[str, object]]:
-    """summary.json's `per_task` rows."""
-    return [{"task_id": t.task_id, "domain": t.domain, "repeats_scored": len(t.scores), "mean": t.mean,
-             "successes": t.successes, "pass_at_k": pass_at_k(len(t.scores), t.successes, k),
-             "pass_hat_k": pass_hat_k(len(t.scores), t.successes, k)} for t in tasks]
+def per_task(tasks: Sequence[TaskScores], k: int, cost_usd: dict[str, float | None]) -> list[TaskRepeats]:
+    """summary.json's `per_task` rows; `cost_usd`: each task's scored repeats' cost."""
+    return [TaskRepeats(task_id=t.task_id, domain=t.domain, repeats_scored=len(t.scores), mean=t.mean,
+                        successes=t.successes, pass_at_k=pass_at_k(len(t.scores), t.successes, k),
+                        pass_hat_k=pass_hat_k(len(t.scores), t.successes, k), cost_usd=cost_usd[t.task_id])
+            for t in tasks]
 
 
-def run_pass(rows: Sequence[dict[str, object]], key: str) -> float | None:
+def run_pass(values: Sequence[float | None]) -> float | None:
     """The mean of a per-task estimator over the config's tasks; None when any task has too few repeats."""
-    values = [row[key] for row in rows]
     if any(value is None for value in values):
         return None
-    return sum(float(value) for value in values) / len(values)  # type: ignore[arg-type]
+    return sum(values) / len(values)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)

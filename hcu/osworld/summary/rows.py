@@ -85,16 +85,30 @@ def counted_score(result: TaskResult) -> tuple[float | None, str]:
     return None, result.status if result.status != "completed" else "completed without a score"
 
 
-def read_result_and_status(path: str) -> tuple[TaskResult | None, str]:
-    """The result and the row status it gives ("completed", "missing" or "unreadable"). Plain string paths and
-    pydantic's own JSON parser: 10,000 of these must stay well under a second."""
+def score_problem(result: TaskResult) -> str | None:
+    """Why a result's scores cannot be counted: NaN, infinite or outside [0, 1] (a foreign or broken writer).
+    Such a result is read as unreadable: withheld, never averaged in."""
+    for name in ("score", "evaluator_score"):
+        value = getattr(result, name)
+        if value is not None and not 0.0 <= value <= 1.0:  # NaN fails both comparisons
+            return f"{name} {value}: expected a number from 0 to 1"
+    return None
+
+
+def read_result_and_status(path: str) -> tuple[TaskResult | None, str, str]:
+    """The result, the row status it gives ("completed", "missing" or "unreadable") and why it is unreadable.
+    Plain string paths and pydantic's own JSON parser: 10,000 of these must stay well under a second."""
     try:
         with open(path, "rb") as f:
-            return TaskResult.model_validate_json(f.read()), "completed"
+            result = TaskResult.model_validate_json(f.read())
     except FileNotFoundError:
-        return None, "missing"
+        return None, "missing", "missing"
     except ValidationError:
-        return None, "unreadable"
+        return None, "unreadable", "unreadable"
+    problem = score_problem(result)
+    if problem is not None:
+        return None, "unreadable", f"unreadable: {problem}"
+    return result, "completed", ""
 
 
 def _duration(result: TaskResult) -> float | None:
@@ -108,11 +122,11 @@ def _duration(result: TaskResult) -> float | None:
 def attempt_row(config: RunConfig, tasks_dir: str, index: int, repeat: int, retries: Counter[str]) -> AttemptRow:
     task = config.tasks[index]
     key = repeat_key(task.id, repeat)
-    result, status = read_result_and_status(os.path.join(tasks_dir, key, RESULT_FILE))
+    result, status, why = read_result_and_status(os.path.join(tasks_dir, key, RESULT_FILE))
     current = result is not None or os.path.isdir(os.path.join(tasks_dir, key))
     domain = config.domain_of(task) or (result.task_domain if result else None) or "unknown"
     row = AttemptRow(task_id=task.id, domain=domain, stratum=task.stratum or "", status=status,
-                     evaluator_score=None, score=None, withheld_reason=status, termination="", failure_class="",
+                     evaluator_score=None, score=None, withheld_reason=why, termination="", failure_class="",
                      attempts=retries[key] + current, model_calls=None, tokens=None, duration_sec=None,
                      usage_accounted=False, ended_as="no result" if current else "", repeat=repeat,
                      ran=status != "missing")
@@ -171,7 +185,7 @@ def read_retried(entry: os.DirEntry[str]) -> RetriedAttempt:
     """Class, length, usage and cost of a set-aside attempt: from its result.json, else its lease and retry
     note."""
     base = Path(entry.path)
-    result, _ = read_result_and_status(os.path.join(entry.path, RESULT_FILE))
+    result, _, _ = read_result_and_status(os.path.join(entry.path, RESULT_FILE))
     complete = result is not None and failure_class(result) and result.cost_usd is not None
     if complete and result is not None and (seconds := _duration(result)) is not None:
         return RetriedAttempt(entry.name, str(failure_class(result)), seconds, result.usage, result.cost_usd)

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from hcu.osworld.queue.config import RunConfig
+from hcu.osworld.summary.model import RunSummary
 from hcu.osworld.summary.repeats import TaskScores
 from hcu.osworld.summary.rows import AttemptRow
 
@@ -18,6 +18,6 @@ class Run:
     config: RunConfig
     rows: list[AttemptRow]
     tasks: list[TaskScores]
-    summary: dict[str, Any]
+    summary: RunSummary
     cost_note: str
     """At which prices the cost is, or why it is unknown (summary.md says it)."""

@@ -2,7 +2,8 @@
 
 Writes RUN_DIR/summary/summary.json, tasks.csv (one row per repeat of each task) and summary.md (and, with
 --compare and --rerun-discordant, configs that re-run just the tasks the two runs disagree on). Scoring rules
-are in rows.py, repeats and their statistics in repeats.py, intervals in stats.py, cost in cost.py.
+are in rows.py, repeats and their statistics in repeats.py, intervals in stats.py, cost in cost.py; summary.json
+is the model in model.py, built here (`summarize_rows`).
 
 A task's score is the mean of its repeats; the run's score is the mean of the task scores over every config
 task (withheld, with bounds, while any repeat lacks a usable score). With one repeat per task every figure is
@@ -14,16 +15,26 @@ from __future__ import annotations
 import csv
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import orjson
-from pydantic import ValidationError
 
 from hcu.defaults import RETRIES
 from hcu.osworld.errors import LIMIT_TERMINATIONS, POLICIES, HcuOSWorldError, policy_for
-from hcu.osworld.queue.config import REPEAT_POLICY, RunConfig
+from hcu.osworld.queue.config import REPEAT_POLICY, ConfigError, RunConfig, validate_config
 from hcu.osworld.summary.compare import compare
 from hcu.osworld.summary.cost import CostFigures, cost_figures
+from hcu.osworld.summary.model import (
+    ClassCount,
+    ClusterBootstrapInterval,
+    GroupFigures,
+    ReadNothingTask,
+    RetriedSpend,
+    RunSummary,
+    ScoreInterval,
+    TokenTotals,
+    WithheldTask,
+)
 from hcu.osworld.summary.repeats import (
     TaskScores,
     per_task,
@@ -50,16 +61,19 @@ class SummaryError(HcuOSWorldError):
 
 
 def load_run_config(run_dir: Path) -> RunConfig:
+    """The run's stored config; a bad one is refused in run_queue's own line, naming the key."""
     path = run_dir / "config.json"
     try:
-        return RunConfig.model_validate(orjson.loads(path.read_bytes()))
+        return validate_config(orjson.loads(path.read_bytes()), path)
     except FileNotFoundError:
         raise SummaryError(f"{run_dir}: no config.json (not a run directory)") from None
-    except (orjson.JSONDecodeError, ValidationError) as exc:
-        raise SummaryError(f"{path}: unreadable run config ({type(exc).__name__})") from None
+    except orjson.JSONDecodeError as exc:
+        raise SummaryError(f"{path}: not valid JSON ({exc})") from None
+    except ConfigError as exc:
+        raise SummaryError(str(exc)) from None
 
 
-def group_stats(tasks: list[TaskScores]) -> dict[str, Any]:
+def group_stats(tasks: list[TaskScores]) -> GroupFigures:
     """Score, bounds and coverage over a set of tasks; the denominator is every repeat of every task in it."""
     n = len(tasks) or 1
     scores = [score for task in tasks for score in task.scores]
@@ -67,16 +81,17 @@ def group_stats(tasks: list[TaskScores]) -> dict[str, Any]:
     withheld = sum(1 for task in tasks if not task.complete)
     rates = sum(task.successes / task.repeats for task in tasks)
     lower = sum(task.lower for task in tasks)
-    return {"tasks": len(tasks), "valid": len(scores), "withheld": withheld,
-            "coverage": len(scores) / (sum(task.repeats for task in tasks) or 1),
-            "score": None if withheld else sum(task.mean for task in tasks) / n,  # type: ignore[misc]
-            "lower_bound": lower / n, "upper_bound": (lower + sum(task.missing for task in tasks)) / n,
-            "valid_mean": sum(means) / len(means) if means else None, "raw_score_sum": sum(scores),
-            "binary_successes": sum(task.successes for task in tasks),
-            "binary_rate": None if withheld else rates / n, "binary_rate_lower_bound": rates / n}
+    return GroupFigures(
+        tasks=len(tasks), valid=len(scores), withheld=withheld,
+        coverage=len(scores) / (sum(task.repeats for task in tasks) or 1),
+        score=None if withheld else sum(task.mean for task in tasks) / n,  # type: ignore[misc]
+        lower_bound=lower / n, upper_bound=(lower + sum(task.missing for task in tasks)) / n,
+        valid_mean=sum(means) / len(means) if means else None, raw_score_sum=sum(scores),
+        binary_successes=sum(task.successes for task in tasks),
+        binary_rate=None if withheld else rates / n, binary_rate_lower_bound=rates / n)
 
 
-def _grouped(tasks: list[TaskScores], key: str) -> dict[str, dict[str, Any]]:
+def _grouped(tasks: list[TaskScores], key: str) -> dict[str, GroupFigures]:
     groups: dict[str, list[TaskScores]] = {}
     for task in tasks:
         groups.setdefault(getattr(task, key), []).append(task)
@@ -87,17 +102,18 @@ def _token_sums(usages: list[Any]) -> dict[str, int]:
     return {name: sum(getattr(u, name) for u in usages) for name in TOKEN_FIELDS}
 
 
-def _retried_spend(retried: list[RetriedAttempt]) -> dict[str, Any]:
+def _retried_spend(retried: list[RetriedAttempt], cost_usd: float | None) -> RetriedSpend:
     """What attempts set aside under retries/ spent: never scored, part of the campaign's cost."""
     usages = [r.usage for r in retried if r.usage is not None]
     accounted = [u for u in usages if u.fully_accounted]
     tokens = _token_sums(accounted)
-    return {"attempts": len(retried), "machine_sec": sum(r.duration_sec or 0.0 for r in retried),
-            "model_calls": sum(u.model_calls for u in usages), "accounted_attempts": len(accounted),
-            **tokens, "total": tokens["input_tokens"] + tokens["output_tokens"]}
+    return RetriedSpend(attempts=len(retried), machine_sec=sum(r.duration_sec or 0.0 for r in retried),
+                        model_calls=sum(u.model_calls for u in usages), accounted_attempts=len(accounted),
+                        **tokens, total=tokens["input_tokens"] + tokens["output_tokens"], cost_usd=cost_usd)
 
 
 def _spend(rows: list[AttemptRow], retried: list[RetriedAttempt]) -> dict[str, Any]:
+    """The spend keys of summary.json (retried apart)."""
     valid = sum(1 for row in rows if row.valid)
     unknown = sum(1 for r in retried if r.duration_sec is None)
     machine = sum(row.duration_sec or 0.0 for row in rows) + sum(r.duration_sec or 0.0 for r in retried)
@@ -109,9 +125,8 @@ def _spend(rows: list[AttemptRow], retried: list[RetriedAttempt]) -> dict[str, A
             "attempts_without_duration": unknown + sum(1 for row in rows if row.attempts and
                                                        row.duration_sec is None),
             "model_calls": sum(row.model_calls or 0 for row in rows),
-            "tokens": {"accounted_tasks": len(accounted), **tokens, "total": total_tokens,
-                       "per_valid_result": total_tokens / accounted_valid if accounted_valid else None},
-            "retried": _retried_spend(retried)}
+            "tokens": TokenTotals(accounted_tasks=len(accounted), **tokens, total=total_tokens,
+                                  per_valid_result=total_tokens / accounted_valid if accounted_valid else None)}
 
 
 def _withheld_reason(task: TaskScores) -> str:
@@ -121,67 +136,67 @@ def _withheld_reason(task: TaskScores) -> str:
     return "; ".join(f"repeat {row.repeat}: {row.withheld_reason}" for row in missing)
 
 
-def _repeat_figures(tasks: list[TaskScores], interval_of: str, cost: CostFigures) -> dict[str, Any]:
+def _repeat_figures(tasks: list[TaskScores], interval_of: Literal["score", "lower_bound"],
+                    cost: CostFigures) -> dict[str, Any]:
     """The keys repeats add: k, the policy, per-task rows (with their cost), pass@k and pass^k, both variance
     terms, the cluster bootstrap interval."""
     k = run_k(tasks)
-    rows = [{**row, "cost_usd": cost.per_task[str(row["task_id"])]} for row in per_task(tasks, k)]
+    rows = per_task(tasks, k, cost.per_task)
     terms = variance_terms(tasks)
     values = [task.mean if interval_of == "score" else task.lower for task in tasks]
     drawn = cluster_bootstrap(values)  # type: ignore[arg-type]
     return {"repeats": k, "repeat_policy": REPEAT_POLICY, "per_task": rows,
-            "pass_at_k": run_pass(rows, "pass_at_k"), "pass_hat_k": run_pass(rows, "pass_hat_k"),
+            "pass_at_k": run_pass([row.pass_at_k for row in rows]),
+            "pass_hat_k": run_pass([row.pass_hat_k for row in rows]),
             "run_to_run_sd": terms.run_to_run_sd, "task_list_sd": terms.task_list_sd,
-            "cluster_bootstrap_ci95": {**drawn.as_dict(), "of": interval_of, "resamples": BOOTSTRAP_RESAMPLES,
-                                       "seed": BOOTSTRAP_SEED}}
+            "cluster_bootstrap_ci95": ClusterBootstrapInterval(**drawn.model_dump(), of=interval_of,
+                                                               resamples=BOOTSTRAP_RESAMPLES, seed=BOOTSTRAP_SEED)}
 
 
 def summarize_rows(config: RunConfig, tasks: list[TaskScores], retried: list[RetriedAttempt],
-                   cost: CostFigures) -> dict[str, Any]:
+                   cost: CostFigures) -> RunSummary:
     rows = [row for task in tasks for row in task.rows]
     overall = group_stats(tasks)
-    of = "lower_bound" if overall["withheld"] else "score"
+    of = "lower_bound" if overall.withheld else "score"
     repeated = any(task.repeats > 1 for task in tasks)
     zeroed = [row for row in rows if row.termination in LIMIT_TERMINATIONS and row.valid]
     figures = _repeat_figures(tasks, of, cost)
-    spend = _spend(rows, retried)
-    spend["retried"]["cost_usd"] = cost.retried
-    return {
-        "run_id": config.run_id, "benchmark_version": config.benchmark_version, "agent": config.agent,
-        "model": config.model, "effort": config.effort, "scripted_model": config.scripted_model,
-        **overall,
-        "ci95": ({k: v for k, v in figures["cluster_bootstrap_ci95"].items() if k in ("method", "low", "high")}
-                 if repeated else mean_interval([task.lower for task in tasks]).as_dict()) | {"of": of},
-        "binary_ci95": mean_interval([task.successes / task.repeats for task in tasks]).as_dict(),
-        "statuses": dict(Counter(row.status for row in rows)),
-        "terminations": dict(Counter(row.termination for row in rows if row.termination)),
-        "failure_classes": dict(Counter(row.failure_class for row in rows if row.failure_class)),
-        "zeroed_by_budget_or_timeout": len(zeroed),
-        "zeroed_though_evaluator_passed": sum(1 for row in zeroed if (row.evaluator_score or 0) > 0),
-        "withheld_tasks": [{"task_id": task.task_id, "reason": _withheld_reason(task)}
-                           for task in tasks if not task.complete],
-        "read_nothing_tasks": [{"task_id": row.key, "getters": row.getters_read_nothing, "score": row.score}
-                               for row in rows if row.getters_read_nothing],
-        "attempts": sum(row.attempts for row in rows),
-        "retried_tasks": sum(1 for task in tasks if any(row.attempts > 1 for row in task.rows)),
-        "attempts_by_class": attempts_by_class(rows, retried),
-        **spend,
-        "by_domain": _grouped(tasks, "domain"), "by_stratum": _grouped(tasks, "stratum"),
-        "retry_policy": RETRIES.policy,
+    interval = figures["cluster_bootstrap_ci95"] if repeated else mean_interval([task.lower for task in tasks])
+    return RunSummary(
+        run_id=config.run_id, benchmark_version=config.benchmark_version, agent=config.agent,
+        model=config.model, effort=config.effort, scripted_model=config.scripted_model,
+        **overall.model_dump(),
+        ci95=ScoreInterval(method=interval.method, low=interval.low, high=interval.high, of=of),
+        binary_ci95=mean_interval([task.successes / task.repeats for task in tasks]),
+        statuses=Counter(row.status for row in rows),
+        terminations=Counter(row.termination for row in rows if row.termination),
+        failure_classes=Counter(row.failure_class for row in rows if row.failure_class),
+        zeroed_by_budget_or_timeout=len(zeroed),
+        zeroed_though_evaluator_passed=sum(1 for row in zeroed if (row.evaluator_score or 0) > 0),
+        withheld_tasks=[WithheldTask(task_id=task.task_id, reason=_withheld_reason(task))
+                        for task in tasks if not task.complete],
+        read_nothing_tasks=[ReadNothingTask(task_id=row.key, getters=row.getters_read_nothing, score=row.score)
+                            for row in rows if row.getters_read_nothing],
+        attempts=sum(row.attempts for row in rows),
+        retried_tasks=sum(1 for task in tasks if any(row.attempts > 1 for row in task.rows)),
+        attempts_by_class=attempts_by_class(rows, retried),
+        **_spend(rows, retried), retried=_retried_spend(retried, cost.retried),
+        by_domain=_grouped(tasks, "domain"), by_stratum=_grouped(tasks, "stratum"),
+        retry_policy=RETRIES.policy,
         **figures,
-        "cost_usd": cost.run, "cost_per_valid_result_usd": cost.per_valid_result,
-    }
+        cost_usd=cost.run, cost_per_valid_result_usd=cost.per_valid_result,
+    )
 
 
-def attempts_by_class(rows: list[AttemptRow], retried: list[RetriedAttempt]) -> dict[str, dict[str, Any]]:
+def attempts_by_class(rows: list[AttemptRow], retried: list[RetriedAttempt]) -> dict[str, ClassCount]:
     """How many attempts ended in each class (tasks/ and retries/), with what the error table does with it."""
     counts = Counter(row.ended_as for row in rows if row.ended_as) + Counter(r.failure_class for r in retried)
     out = {}
     for name, count in sorted(counts.items(), key=lambda item: (-item[1], item[0])):
         known = name in POLICIES or name == "clean"
         policy = policy_for(None if name == "clean" else name)
-        out[name] = {"attempts": count, "retried": policy.retry if known else None,
-                     "scored": policy.scored if known else None}
+        out[name] = ClassCount(attempts=count, retried=policy.retry if known else None,
+                               scored=policy.scored if known else None)
     return out
 
 
@@ -213,10 +228,10 @@ def summarize(run_dir: Path, compare_dir: Path | None = None, rerun_discordant: 
     """Write summary/ for a run directory and return summary.json's content."""
     run = load_run(run_dir)
     if compare_dir is not None:
-        run.summary["compare"] = compare(run, load_run(compare_dir), rerun_discordant)
+        run.summary.compare = compare(run, load_run(compare_dir), rerun_discordant)
     out = run_dir / "summary"
     write_csv(out / "tasks.csv", run)
-    write_json(out / "summary.json", run.summary)
-    repeats = [run.config.repeats_of(task) for task in run.config.tasks]
-    write_atomic(out / "summary.md", render_markdown(run.summary, repeats, run.cost_note).encode())
-    return run.summary
+    content = run.summary.to_json()
+    write_json(out / "summary.json", content)
+    write_atomic(out / "summary.md", render_markdown(run.summary, run.tasks, run.cost_note).encode())
+    return content

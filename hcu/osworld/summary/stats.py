@@ -11,24 +11,16 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
+
+from hcu.osworld.summary.model import Interval
 
 Z95 = 1.959963984540054
 BOOTSTRAP_RESAMPLES = 10_000
 BOOTSTRAP_SEED = 20261130
 """Fixed, so the same run directory always gives the same interval."""
-
-
-@dataclass(frozen=True)
-class Interval:
-    method: str
-    low: float
-    high: float
-
-    def as_dict(self) -> dict[str, float | str]:
-        return asdict(self)
 
 
 def is_binary(scores: Sequence[float]) -> bool:
@@ -38,13 +30,13 @@ def is_binary(scores: Sequence[float]) -> bool:
 def wilson(successes: int, n: int, z: float = Z95) -> Interval:
     """Wilson score interval for successes/n (sound at 0 %, 100 % and small n, unlike the Wald interval)."""
     if n == 0:
-        return Interval("wilson", 0.0, 1.0)
+        return Interval(method="wilson", low=0.0, high=1.0)
     p = successes / n
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
     low = 0.0 if successes == 0 else max(0.0, centre - half)  # exact at the edges, not 1 - 1e-16
     high = 1.0 if successes == n else min(1.0, centre + half)
-    return Interval("wilson", low, high)
+    return Interval(method="wilson", low=low, high=high)
 
 
 def bootstrap_mean(scores: Sequence[float], seed: int = BOOTSTRAP_SEED,
@@ -52,14 +44,14 @@ def bootstrap_mean(scores: Sequence[float], seed: int = BOOTSTRAP_SEED,
     """Percentile bootstrap of the mean. Resampling n scores with replacement is a multinomial draw over the
     distinct score values, so the cost depends on how many distinct values there are, not on n."""
     if not scores:
-        return Interval("bootstrap", 0.0, 1.0)
+        return Interval(method="bootstrap", low=0.0, high=1.0)
     counts = Counter(scores)
     levels = np.array(sorted(counts))
     weights = np.array([counts[level] for level in sorted(counts)], dtype=float) / len(scores)
     draws = np.random.default_rng(seed).multinomial(len(scores), weights, size=resamples)
     means = draws @ levels / len(scores)
     low, high = np.quantile(means, [0.025, 0.975])
-    return Interval("bootstrap", float(low), float(high))
+    return Interval(method="bootstrap", low=float(low), high=float(high))
 
 
 def cluster_bootstrap(task_scores: Sequence[float], seed: int = BOOTSTRAP_SEED,
@@ -68,7 +60,7 @@ def cluster_bootstrap(task_scores: Sequence[float], seed: int = BOOTSTRAP_SEED,
     the tasks' means over their repeats, so a resampled task brings its repeats' spread along. Seeded: the same
     run directory always gives the same interval."""
     drawn = bootstrap_mean(task_scores, seed, resamples)
-    return Interval("cluster bootstrap", drawn.low, drawn.high)
+    return Interval(method="cluster bootstrap", low=drawn.low, high=drawn.high)
 
 
 def mean_interval(scores: Sequence[float]) -> Interval:
@@ -98,4 +90,4 @@ def paired_difference(first: Sequence[float], second: Sequence[float]) -> Paired
         return PairedDifference(n, mean, None)
     sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (n - 1))
     half = Z95 * sd / math.sqrt(n)
-    return PairedDifference(n, mean, Interval("paired normal", mean - half, mean + half))
+    return PairedDifference(n, mean, Interval(method="paired normal", low=mean - half, high=mean + half))

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from hcu.osworld.summary.repeats import means_differ, task_mean
 from hcu.osworld.summary.stats import PairedDifference, paired_difference
 from hcu.osworld.view.data import AttemptRow, RunIndex
 
@@ -14,9 +15,8 @@ VERDICT_ORDER: dict[Verdict, int] = {"disagree": 0, "not comparable": 1, "only h
                                      "agree": 4}
 
 
-def mean_score(rows: list[AttemptRow]) -> float | None:
-    scores = [row.score for row in rows if row.score is not None]
-    return sum(scores) / len(scores) if scores else None
+def scores(rows: list[AttemptRow]) -> list[float]:
+    return [row.score for row in rows if row.score is not None]
 
 
 @dataclass
@@ -28,11 +28,11 @@ class TaskPair:
 
     @property
     def this_mean(self) -> float | None:
-        return mean_score(self.this)
+        return task_mean(scores(self.this))
 
     @property
     def other_mean(self) -> float | None:
-        return mean_score(self.other)
+        return task_mean(scores(self.other))
 
     @property
     def difference(self) -> float | None:
@@ -48,7 +48,7 @@ class TaskPair:
             return "only there"
         if self.difference is None:
             return "not comparable"
-        return "agree" if self.difference == 0 else "disagree"
+        return "disagree" if means_differ(scores(self.this), scores(self.other)) else "agree"
 
     @property
     def key(self) -> str:

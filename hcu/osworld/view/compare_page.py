@@ -33,10 +33,10 @@ def _run_card(run: RunData, index: RunIndex) -> str:
     s = run.summary()
     scores = [row.score for row in index.rows if row.score is not None]
     n = len(index.rows) or 1
-    lower = s.get("lower_bound") if s else sum(scores) / n
-    withheld = (s.get("withheld") if s else n - len(scores)) or 0
+    lower = s.lower_bound if s else sum(scores) / n
+    withheld = s.withheld if s else n - len(scores)
     score = pct(lower) if not withheld else f"withheld <span class=dim>(≥ {pct(lower)})</span>"
-    coverage = pct(s.get("coverage")) if s else pct(len(scores) / n)
+    coverage = pct(s.coverage if s else len(scores) / n)
     c = run.config
     return (f'<div class="run-card"><h3>{esc(run.run_id)}</h3><p class="dim">{esc(c.get("agent"))} · '
             f'{esc(c.get("model"))} ({esc(c.get("effort"))})</p><div class="cards">{card("Score", score)}'

@@ -21,7 +21,8 @@ from pydantic import ValidationError
 from hcu.osworld.errors import HcuOSWorldError
 from hcu.osworld.records.layout import RESULT_FILE
 from hcu.osworld.records.result import TaskResult
-from hcu.osworld.summary.rows import counted_score, failure_class
+from hcu.osworld.summary.model import RunSummary, SummaryUnreadable, parse_summary
+from hcu.osworld.summary.rows import counted_score, failure_class, score_problem
 from hcu.osworld.view.redact import Redactor
 
 REPEAT_FOLDER = re.compile(r"^(?P<task>.+)\.r(?P<repeat>[0-9]+)$")
@@ -103,6 +104,18 @@ class AttemptRow:
 
 
 @dataclass
+class SummaryFile:
+    """summary/summary.json as the viewer read it."""
+
+    summary: RunSummary | None
+    """None when there is no summary.json or it does not read."""
+    unknown: dict[str, Any] = field(default_factory=dict)
+    """Top-level keys the model does not know (a newer summarize's), redacted, as they are."""
+    problem: str | None = None
+    """Why a summary.json that is there does not read (one line)."""
+
+
+@dataclass
 class RunIndex:
     rows: list[AttemptRow]
     retries: dict[str, list[str]]
@@ -117,6 +130,9 @@ def _fill_from_result(row: AttemptRow, body: dict[str, Any]) -> None:
         result = TaskResult.model_validate(body)
     except ValidationError:
         row.status = "unreadable"
+        return
+    if problem := score_problem(result):  # summarize withholds it too
+        row.status, row.withheld_reason = "unreadable", f"unreadable: {problem}"
         return
     row.status = result.status
     row.evaluator_score = result.evaluator_score if result.evaluator_score is not None else result.score
@@ -181,8 +197,9 @@ class RunData:
 
     def repeats(self) -> int:
         """Scored repeats per task: the config's, else the summary's, else 1."""
-        summary = self.summary() or {}
-        value = self.config.get("repeats", summary.get("repeats", 1))
+        value = self.config.get("repeats")
+        if value is None and (summary := self.summary()) is not None:
+            value = summary.repeats
         return value if isinstance(value, int) and value >= 1 else 1
 
     def record(self, relative: str) -> dict[str, Any] | None:
@@ -190,8 +207,25 @@ class RunData:
         value = read_object(self.run_dir / relative)
         return None if value is None else self.redactor.value(value)
 
-    def summary(self) -> dict[str, Any] | None:
-        return self.record("summary/summary.json")
+    def summary_file(self) -> SummaryFile:
+        """summary.json read through the summary's model (redacted first); a torn or foreign one says why."""
+        path = self.run_dir / "summary" / "summary.json"
+        try:
+            value = orjson.loads(path.read_bytes())
+        except FileNotFoundError:
+            return SummaryFile(None)
+        except OSError as exc:
+            return SummaryFile(None, problem=f"summary/summary.json: cannot be read ({exc.strerror})")
+        except orjson.JSONDecodeError as exc:
+            return SummaryFile(None, problem=f"summary/summary.json: not JSON ({exc})")
+        try:
+            summary, unknown = parse_summary(self.redactor.value(value))
+        except SummaryUnreadable as exc:
+            return SummaryFile(None, problem=self.redactor.text(f"summary/summary.json: {exc}"))
+        return SummaryFile(summary, unknown)
+
+    def summary(self) -> RunSummary | None:
+        return self.summary_file().summary
 
     def summary_mtime(self) -> float | None:
         try:

@@ -7,7 +7,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from hcu.osworld.view.data import AttemptRow, RunData, RunIndex
+from hcu.osworld.summary.model import RunSummary, TaskRepeats
+from hcu.osworld.view.data import AttemptRow, RunData, RunIndex, SummaryFile
 from hcu.osworld.view.figures import other_fields, repeat_figures, summary_cards, tally_cards
 from hcu.osworld.view.html import (
     absent,
@@ -95,11 +96,11 @@ def _group_table(title: str, groups: dict[str, Any]) -> str:
     if not groups:
         return ""
     rows = "".join(
-        f'<tr><td>{esc(name)}</td><td class="n">{g.get("tasks")}</td><td class="n">{g.get("valid")}</td>'
-        f'<td class="n">{g.get("withheld")}</td><td class="n">{pct(g.get("score"))}</td>'
-        f'<td class="bar-cell"><span class="bar" style="width:{100 * (g.get("lower_bound") or 0):.1f}%"></span>'
-        f'<span class="bar-text">{pct(g.get("lower_bound"))}</span></td>'
-        f'<td class="n">{g.get("binary_successes")}</td></tr>'
+        f'<tr><td>{esc(name)}</td><td class="n">{g.tasks}</td><td class="n">{g.valid}</td>'
+        f'<td class="n">{g.withheld}</td><td class="n">{pct(g.score)}</td>'
+        f'<td class="bar-cell"><span class="bar" style="width:{100 * g.lower_bound:.1f}%"></span>'
+        f'<span class="bar-text">{pct(g.lower_bound)}</span></td>'
+        f'<td class="n">{g.binary_successes}</td></tr>'
         for name, g in groups.items())
     return (f'<div><h3>By {esc(title)}</h3><table class="grid"><thead><tr><th>{esc(title)}</th><th>tasks</th>'
             f"<th>valid</th><th>withheld</th><th>score</th><th>lower bound</th><th>binary</th></tr></thead>"
@@ -110,9 +111,8 @@ def _classes(classes: dict[str, Any]) -> str:
     if not classes:
         return ""
     flag = {True: "yes", False: "no", None: "n/a"}
-    rows = "".join(f'<tr><td>{badge(name, "class")}</td><td class="n">{c.get("attempts")}</td>'
-                   f'<td>{flag.get(c.get("retried"))}</td><td>{flag.get(c.get("scored"))}</td></tr>'
-                   for name, c in classes.items())
+    rows = "".join(f'<tr><td>{badge(name, "class")}</td><td class="n">{c.attempts}</td>'
+                   f'<td>{flag[c.retried]}</td><td>{flag[c.scored]}</td></tr>' for name, c in classes.items())
     return (f'<div><h3>Attempts by how they ended</h3><table class="grid"><thead><tr><th>class</th>'
             f"<th>attempts</th><th>retried</th><th>scored</th></tr></thead><tbody>{rows}</tbody></table></div>")
 
@@ -125,14 +125,15 @@ def _task_list(title: str, items: list[tuple[str, str]], links: Links) -> str:
     return details(f"{esc(title)} ({len(items)})", f'<ul class="tasks">{entries}</ul>', cls="list")
 
 
-def _per_task(rows: list[dict[str, Any]]) -> str:
+def _per_task(rows: list[TaskRepeats]) -> str:
     keys = ("task_id", "domain", "repeats_scored", "mean", "successes", "pass_at_k", "pass_hat_k")
     columns = [(key, key, "text" if key in ("task_id", "domain") else "num") for key in keys]
-    return data_table("per-task", columns, [({k: r.get(k) for k in keys},
-                                             "".join(f"<td>{esc(r.get(k, ''))}</td>" for k in keys)) for r in rows])
+    return data_table("per-task", columns, [({k: getattr(r, k) for k in keys},
+                                             "".join(f"<td>{esc(getattr(r, k))}</td>" for k in keys)) for r in rows])
 
 
-def _summary_sections(run: RunData, index: RunIndex, s: dict[str, Any], links: Links) -> str:
+def _summary_sections(run: RunData, index: RunIndex, file: SummaryFile, links: Links) -> str:
+    s: RunSummary = file.summary  # type: ignore[assignment]
     parts = [summary_cards(s)]
     newest, written = index.newest_result_mtime, run.summary_mtime()
     if newest is not None and written is not None and newest > written:
@@ -140,29 +141,30 @@ def _summary_sections(run: RunData, index: RunIndex, s: dict[str, Any], links: L
                         f"result ({when(newest)}): run summarize again for current figures.</p>")
     repeats = ""
     if figures := repeat_figures(s):
-        per_task = s.get("per_task") if isinstance(s.get("per_task"), list) else []
-        facts = kv([("k", esc(s.get("repeats"))), ("policy", esc(s.get("repeat_policy"))), *figures])
+        per_task = s.per_task
+        facts = kv([("k", esc(s.repeats)), ("policy", esc(s.repeat_policy)), *figures])
         repeats = (f"<div><h3>Repeats</h3>{facts}"
                    + (details(f"Per task over repeats ({len(per_task)})", _per_task(per_task), cls="list")
                       if per_task else "") + "</div>")
-    parts.append(f'<div class="cols">{_group_table("domain", s.get("by_domain") or {})}'
-                 f'{_classes(s.get("attempts_by_class") or {})}{repeats}'
-                 f'{_group_table("stratum", s.get("by_stratum") or {})}</div>')
-    parts.append(_task_list("Withheld", [(t["task_id"], t["reason"]) for t in s.get("withheld_tasks", [])], links))
+    parts.append(f'<div class="cols">{_group_table("domain", s.by_domain)}'
+                 f'{_classes(s.attempts_by_class)}{repeats}{_group_table("stratum", s.by_stratum)}</div>')
+    parts.append(_task_list("Withheld", [(t.task_id, t.reason) for t in s.withheld_tasks], links))
     parts.append(_task_list("Scored although a getter read nothing",
-                            [(t["task_id"], t["getters"]) for t in s.get("read_nothing_tasks", [])], links))
-    if more := other_fields(s):
+                            [(t.task_id, t.getters) for t in s.read_nothing_tasks], links))
+    if more := other_fields(s, file.unknown):
         parts.append(details("More from summary.json", more))
     return "".join(parts)
 
 
 def _headline(run: RunData, index: RunIndex, links: Links) -> str:
-    summary = run.summary()
-    if summary is not None:
-        return _summary_sections(run, index, summary, links)
-    return (absent("No summary/summary.json: the figures below are a live tally of the result files (run "
-                   f"`python -m hcu.osworld.summarize {run.run_dir}` for intervals and bounds).")
-            + tally_cards(index.rows))
+    file = run.summary_file()
+    if file.summary is not None:
+        return _summary_sections(run, index, file, links)
+    why = (f'<p class="warn">{esc(file.problem)}: the figures below are a live tally of the result files (run '
+           f"<code>python -m hcu.osworld.summarize {esc(run.run_dir)}</code> again).</p>" if file.problem else
+           absent("No summary/summary.json: the figures below are a live tally of the result files (run "
+                  f"`python -m hcu.osworld.summarize {run.run_dir}` for intervals and bounds)."))
+    return why + tally_cards(index.rows)
 
 
 def _manifest_facts(manifest: dict[str, Any]) -> str:

@@ -99,8 +99,6 @@ def evaluation(detail: AttemptDetail, links: Links, side: Side) -> str:
                      "</div>")
     elif detail.row.status == "completed":
         parts.append('<p class="dim">Every getter read something of the guest\'s state.</p>')
-    if isinstance((detail.meta or {}).get("evaluation"), dict):
-        parts.append(details("evaluation record (meta.json)", json_block(detail.meta["evaluation"])))
     shots = "".join(f'<figure class="shot final"><img src="{esc(links.file(side, path))}" loading="lazy" '
                     f'alt="{esc(label)}"><figcaption>{esc(label)}</figcaption></figure>'
                     for label, path in detail.final_screenshots)
@@ -123,8 +121,8 @@ def setup_steps(meta: dict[str, Any] | None) -> str:
             f"<th>guest answers</th><th>error</th></tr></thead><tbody>{rows}</tbody></table>")
 
 
-SHOWN_META = frozenset({"setup_steps", "evaluation"})
-"""meta.json parts with sections of their own."""
+SHOWN_META = frozenset({"setup_steps"})
+"""meta.json parts with sections of their own (the evaluation's outcome is result.json's: see `evaluation`)."""
 
 
 def run_time(meta: dict[str, Any] | None) -> str:
