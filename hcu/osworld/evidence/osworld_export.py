@@ -108,11 +108,11 @@ def traj_lines(trajectory: Trajectory, task_dir: Path, writer: _Writer, last_act
                                 strict=False):
             extra = result.extra
             stamp = _stamp(extra.host_started_at if extra else None, step)
-            if extra is not None and extra.screenshot and (task_dir / extra.screenshot).is_file():
-                screen = writer.png(f"step_{number}_{stamp}.png", task_dir / extra.screenshot)
+            if result.screenshot and (task_dir / result.screenshot).is_file():
+                screen = writer.png(f"step_{number}_{stamp}.png", task_dir / result.screenshot)
             lines.append(_line(number, stamp, _action(call.function_name, call.arguments), step, screen,
                                {"tool_call_id": call.tool_call_id, "error": bool(extra and extra.error),
-                                "result": _clip(result.content)}))
+                                "result": _clip(result.text)}))
         if not step.tool_calls and step is agent[-1]:
             lines.append(_line(number, _stamp(None, step), last_action, step, screen, {}, done=True))
     return lines
