@@ -17,7 +17,7 @@ from pydantic import BaseModel
 
 from hcu.gateway.credentials import MIN_SCRUBBED_LEN
 from hcu.gateway.scope_secret import SECRET_PREFIX
-from hcu.osworld.queue.node_key import KEY_FILE
+from hcu.osworld.records.layout import SCOPE_KEY_FILE
 
 SHOWN_AS = "[redacted]"
 CREDENTIAL_ENV = (
@@ -48,7 +48,7 @@ class Redactor:
     def for_run(cls, run_dir: Path) -> Redactor:
         """What an export of `run_dir` masks: this process's credentials and the run's scope key."""
         try:
-            key = (run_dir / KEY_FILE).read_text().strip()  # the run's scope key: never exported, masked if seen
+            key = (run_dir / SCOPE_KEY_FILE).read_text().strip()  # the run's scope key: never exported, masked if seen
         except (OSError, UnicodeDecodeError):
             key = None
         return cls([key])
