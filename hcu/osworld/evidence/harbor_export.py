@@ -89,8 +89,9 @@ def export_harbor_job(run_dir: Path, out: Path) -> HarborExport:
     config = JobConfig(job_name=job_name, jobs_dir=str(out.resolve()), n_attempts=max(
         (a.repeat for a in attempts), default=1), agents=_agents(trials))
     job = _job_result(job_id, trials, retries, fallback_start=run_dir.stat().st_mtime)
-    _write(FileWriter(job_dir, None), "config.json", config)
-    _write(FileWriter(job_dir, None), "result.json", job)
+    job_files = FileWriter(job_dir, None)
+    _write(job_files, "config.json", config)
+    _write(job_files, "result.json", job)
     return HarborExport(job_dir, trials, job)
 
 
@@ -118,8 +119,8 @@ def _export_trial(attempt: KeptAttempt, job_dir: Path, job_id: uuid.UUID, run_ag
         agent_result=_usage(attempt, kept, redactor),
         verifier_result=VerifierResult(rewards={REWARD_KEY: attempt.score}) if attempt.score is not None else None,
         exception_info=_withheld(attempt, redactor) if attempt.score is None else None,
-        started_at=_when(result.started_at if result else None), finished_at=_when(result.finished_at if result
-                                                                                    else None),
+        started_at=_when(result.started_at) if result else None,
+        finished_at=_when(result.finished_at) if result else None,
         **{part: _timing(phases, names) for part, names in TIMED_PHASES.items()},
     )
     files = FileWriter(trial_dir, attempt.mode)
