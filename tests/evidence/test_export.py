@@ -199,3 +199,14 @@ def test_an_export_replaces_an_earlier_one_of_its_format_and_refuses_any_other_f
         assert proc.returncode == 2 and words in proc.stderr, (target, proc.stderr)
         assert len(proc.stderr.strip().splitlines()) == 1
     assert (mine / "notes.txt").read_text() == "keep me" and not (run_dir / "exported").exists()
+
+
+def test_a_screenshot_the_attempt_lost_is_left_out_of_the_harbor_trajectory_and_said_so(run_dir, tmp_path):
+    (run_dir / "tasks" / "t-budget" / "steps" / "p-00001.jpg").unlink()
+    assert export(run_dir, tmp_path / "jobs", "harbor").returncode == 0
+    trial = tmp_path / "jobs" / "run" / "t-budget"
+    click = orjson.loads((trial / "agent" / "trajectory.json").read_bytes())["steps"][1]["observation"]["results"][0]
+    assert click["content"] == "clicked left x1 at (5, 6)", "its text stays; no image part names a missing file"
+    facts = orjson.loads((trial / "result.json").read_bytes())["agent_result"]["metadata"]["hcu"]
+    assert facts["trajectory"] == "ATIF-v1.8, 3 steps, 1 missing images left out"
+    assert not (trial / "agent" / "steps").exists()

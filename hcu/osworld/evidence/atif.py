@@ -17,6 +17,7 @@ made by one generation the gateway logged. What ATIF leaves open is fixed here:
 from __future__ import annotations
 
 from datetime import datetime, timezone
+from pathlib import PurePosixPath
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -72,8 +73,8 @@ def text_part(text: str) -> ContentPart:
 
 def image_part(path: str) -> ContentPart:
     """The image file `path` (relative to the trajectory's folder) as a content part."""
-    suffix = path[path.rfind("."):].lower() if "." in path else ""
-    return ContentPart(type="image", source=MediaSource(media_type=MEDIA_TYPES.get(suffix, "image/jpeg"), path=path))
+    media_type = MEDIA_TYPES.get(PurePosixPath(path).suffix.lower(), "image/jpeg")
+    return ContentPart(type="image", source=MediaSource(media_type=media_type, path=path))
 
 
 class Pointer(BaseModel):

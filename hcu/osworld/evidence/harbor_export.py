@@ -143,9 +143,11 @@ def _write_trajectory(trajectory: Trajectory, attempt: KeptAttempt, files: FileW
             parts = _parts(result.content, result.extra.screenshot if result.extra else None)
             if result.extra is not None:
                 result.extra.screenshot = None
-            kept = [part for part in parts if part.type != "image" or _image_kept(part, attempt.task_dir, files)]
-            left_out += len(parts) - len(kept)
-            result.content = kept if any(part.type != "text" for part in kept) else _joined_text(kept, result.content)
+            result.content = [part for part in parts if part.type != "image"
+                              or _image_kept(part, attempt.task_dir, files)]
+            left_out += len(parts) - len(result.content)
+            if all(part.type == "text" for part in result.content):  # text alone stays a string, as ATIF allows
+                result.content = result.text
     body = redactor.value(current.model_dump(mode="json", exclude_none=True))
     files.bytes(TRAJECTORY_FILE, orjson.dumps(body, option=orjson.OPT_INDENT_2))
     return f"{SCHEMA_VERSION}, {len(current.steps)} steps" + (f", {left_out} missing images left out" if left_out
@@ -158,14 +160,6 @@ def _parts(content: str | list[ContentPart] | None, earlier_screenshot: str | No
     if earlier_screenshot and not any(part.type == "image" for part in parts):
         parts.append(image_part(earlier_screenshot))
     return parts
-
-
-def _joined_text(parts: list[ContentPart], content: str | list[ContentPart] | None) -> str | None:
-    """Text alone stays a string (an image left out leaves its text)."""
-    if isinstance(content, str):
-        return content
-    texts = [part.text for part in parts if part.text is not None]
-    return "\n".join(texts) if texts else None
 
 
 def _image_kept(part: ContentPart, task_dir: Path, files: FileWriter) -> bool:
