@@ -10,12 +10,21 @@ export HCU_VENV_PYTHON := $(abspath $(VPY))
 # No Debian ships CPython 3.10 (the official guest's python3): the artifact's 3.10 run is tested where one is
 # found, $HCU_PYTHON310 (an install prefix) or pyenv's newest 3.10.
 export HCU_PYTHON310 := $(or $(HCU_PYTHON310),$(lastword $(sort $(wildcard $(HOME)/.pyenv/versions/3.10.*))))
-PY310_SELECTION := $(if $(HCU_PYTHON310),,-m 'not python310')
+# Harbor (PyPI `harbor`: its ATIF models and validator, its job models, `harbor view`) needs CPython >= 3.12, which
+# Debian 12 does not ship: the tests that read hcu's runs with Harbor's own code run where one is found,
+# $HCU_PYTHON312 (an install prefix) or pyenv's newest 3.12 or later, in the venv $(HARBOR_VENV).
+export HCU_PYTHON312 := $(or $(HCU_PYTHON312),$(lastword $(sort $(wildcard $(HOME)/.pyenv/versions/3.1[2-9].*))))
+HARBOR_VENV ?= .venv-harbor
+export HCU_HARBOR_PYTHON := $(abspath $(HARBOR_VENV))/bin/python
+empty :=
+space := $(empty) $(empty)
+UNTESTED_MARKERS := $(strip $(if $(HCU_PYTHON310),,python310) $(if $(HCU_PYTHON312),,harbor))
+TEST_SELECTION := $(if $(UNTESTED_MARKERS),-m 'not $(subst $(space), and not ,$(UNTESTED_MARKERS))')
 
 QEMU_GUEST_IMAGE   ?= hcu-qemu-guest
 QEMU_GUEST_DISK    ?= build/qemu-guest/test-desktop.qcow2
 
-.PHONY: setup osworld-venv host test-desktop qemu-guest build-local agents demo test test-fast bench lint clean-guests FORCE
+.PHONY: setup osworld-venv harbor-venv host test-desktop qemu-guest build-local agents demo test test-fast bench lint clean-guests FORCE
 
 ## host: Debian packages (python3-venv, Docker, npm, ...), a running Docker engine, guest-isolation iptables rules
 host:
@@ -48,6 +57,14 @@ $(OSWORLD_VENV)/.installed: requirements-osworld.txt pyproject.toml | host
 	$(OSWORLD_VENV)/bin/python -m pip install -q -e .
 	touch $@
 
+## harbor-venv: Harbor, pinned in requirements-harbor.txt, in its own venv from $(HCU_PYTHON312) (none: nothing
+## to build, and `make test` says Harbor is not tested)
+harbor-venv: $(if $(HCU_PYTHON312),$(HARBOR_VENV)/.installed)
+$(HARBOR_VENV)/.installed: requirements-harbor.txt
+	rm -rf $(HARBOR_VENV) && $(HCU_PYTHON312)/bin/python3 -m venv $(HARBOR_VENV)
+	$(HARBOR_VENV)/bin/python -m pip install -q -r requirements-harbor.txt
+	touch $@
+
 ## test-desktop: the local stand-in for the official OSWorld guest (debootstrap + docker import)
 test-desktop: host setup
 	bash scripts/test-desktop/build.sh $(TEST_DESKTOP_IMAGE)
@@ -70,16 +87,19 @@ demo: host setup test-desktop build-local agents
 	bash scripts/demo.sh
 
 ## test: everything, including the Docker, desktop and CLI tests (none are skipped)
-test: host setup test-desktop qemu-guest build-local agents
+test: host setup test-desktop qemu-guest build-local agents harbor-venv
 	$(VPY) -m ruff check hcu tests bench scripts
 	@$(if $(HCU_PYTHON310),echo "make test: the artifact's 3.10 run uses $(HCU_PYTHON310)",\
 	  echo "make test: no CPython 3.10 here (set HCU_PYTHON310): the artifact's 3.10 run is NOT tested")
-	$(VPY) -m pytest -q -p no:cacheprovider $(PY310_SELECTION)
+	@$(if $(HCU_PYTHON312),echo "make test: Harbor's models and viewer run on $(HCU_PYTHON312)",\
+	  echo "make test: no CPython 3.12+ here (set HCU_PYTHON312): runs read by Harbor are NOT tested")
+	$(VPY) -m pytest -q -p no:cacheprovider $(TEST_SELECTION)
 
 ## test-fast: pure-logic tests only (no Docker engine reachable, no artifacts, no network, no evaluator venv)
 test-fast: $(VENV)/.installed
 	DOCKER_HOST=unix:///nonexistent $(VPY) -m pytest -q -p no:cacheprovider \
-	  -m 'not docker and not kvm and not artifacts and not network and not osworld and not python310 and not browser'
+	  -m 'not docker and not kvm and not artifacts and not network and not osworld and not python310 and not browser \
+	  and not harbor'
 
 ## bench: benchmarks print figures and ratios (never asserted)
 bench: host setup test-desktop qemu-guest build-local

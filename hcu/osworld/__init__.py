@@ -21,6 +21,6 @@
   Docker engine) or `ray` (each node its own guests, gateway and per-phase caps; results merged at the head).
 - `summary/`: scores, intervals and reports of a run.
 - `evidence/`: what an attempt keeps to explain its score (trajectory.json in ATIF, step screenshots, the screen
-  recording) and the export to OSWorld's own result layout.
+  recording) and the exports to OSWorld's own result layout and to a Harbor job (`harbor view`).
 - `view/`: the run viewer (`python -m hcu.osworld.view`): a run directory as pages, served or exported.
 """

@@ -7,7 +7,7 @@ from pathlib import Path
 from PIL import Image
 
 from hcu.osworld.agents.base import RESUME_PROMPT
-from hcu.osworld.evidence.atif import Trajectory
+from hcu.osworld.evidence.atif import SCHEMA_VERSION, Trajectory
 from hcu.osworld.evidence.cli_trace import computer_use_tool
 from hcu.osworld.records.usage import usage_for_scope
 
@@ -26,7 +26,7 @@ SHOT_AFTER = {"screenshot", "key", "type", "click"}
 
 
 def agent_calls(trajectory: Trajectory) -> list[tuple]:
-    """(tool, arguments, result extra) of every call in order, as the computer-use tools they reached."""
+    """(tool, arguments, result) of every call in order, as the computer-use tools they reached."""
     out = []
     for step in trajectory.steps:
         for call, result in zip(step.tool_calls or [], step.observation.results if step.observation else [],
@@ -34,18 +34,25 @@ def agent_calls(trajectory: Trajectory) -> list[tuple]:
             tool, arguments = computer_use_tool(call.function_name, call.arguments) or (call.function_name,
                                                                                         call.arguments)
             assert result.source_call_id == call.tool_call_id
-            out.append((tool, arguments, result.extra))
+            out.append((tool, arguments, result))
     return out
 
 
 def assert_screens(result_dir: Path, calls: list[tuple]) -> None:
-    for tool, _, extra in calls:
+    """Each action's screen is an image content part of its result (ATIF's place for it), a JPEG in steps/, with
+    the result's text as a text part beside it; nothing of it in `extra`."""
+    for tool, _, result in calls:
+        assert result.extra.screenshot is None, (tool, result)
         if tool in SHOT_AFTER:
-            assert extra.screenshot and extra.screenshot.startswith("steps/"), (tool, extra)
-            with Image.open(result_dir / extra.screenshot) as image:
+            texts = [part for part in result.content if part.type == "text"]
+            images = [part for part in result.content if part.type == "image"]
+            assert len(texts) == 1 and texts[0].text == result.text and result.text, (tool, result)
+            assert len(images) == 1 and images[0].source.media_type == "image/jpeg", (tool, result)
+            assert result.screenshot == images[0].source.path and result.screenshot.startswith("steps/"), result
+            with Image.open(result_dir / result.screenshot) as image:
                 assert image.format == "JPEG" and image.width <= 1280
         else:
-            assert extra.screenshot is None, (tool, extra)
+            assert result.screenshot is None and isinstance(result.content, str), (tool, result)
 
 
 def assert_played(trajectory: Trajectory, result_dir: Path, token_log: Path, scope: str, prompt: str) -> None:
@@ -53,11 +60,11 @@ def assert_played(trajectory: Trajectory, result_dir: Path, token_log: Path, sco
     beside them, the resume, the final answer, and the gateway's token counts."""
     calls = agent_calls(trajectory)
     assert [(tool, args) for tool, args, _ in calls] == [(s["tool"], s["arguments"]) for s in STEPS]
-    assert all(extra.recorded_by == ["cli", "computer-use"] for _, _, extra in calls), calls
-    assert all(extra.guest_started_at and extra.host_started_at and extra.duration_sec is not None
-               for _, _, extra in calls)
+    assert all(result.extra.recorded_by == ["cli", "computer-use"] for _, _, result in calls), calls
+    assert all(result.extra.guest_started_at and result.extra.host_started_at and result.extra.duration_sec is not None
+               for _, _, result in calls)
     assert_screens(result_dir, calls)
-    click = calls[-1][2]
+    click = calls[-1][2].extra
     # in screen pixels: the resumed turn's server has shown no screenshot yet, so its scale is 1
     assert (click.pointer.x, click.pointer.y, click.pointer.screen_width) == (100, 100, 1920)
     assert [s.message for s in trajectory.steps if s.source == "user"] == [prompt, RESUME_PROMPT]
@@ -75,3 +82,5 @@ def assert_played(trajectory: Trajectory, result_dir: Path, token_log: Path, sco
         usage.input_tokens, usage.output_tokens, usage.cached_input_tokens)
     assert final.extra["model_calls"] == usage.model_calls
     assert all(s.metrics and s.metrics.completion_tokens for s in agent_steps if s.tool_calls)
+    assert all(s.llm_call_count == (1 if s.metrics else None) for s in agent_steps)
+    assert trajectory.schema_version == SCHEMA_VERSION and trajectory.trajectory_id

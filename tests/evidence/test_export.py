@@ -142,3 +142,71 @@ def test_bad_flags_exit_2_with_one_line(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "hcu.osworld.export", str(tmp_path), "--format", "osworld",
                            "--out", str(tmp_path / "o")], capture_output=True, text=True, cwd=REPO_ROOT, timeout=60)
     assert proc.returncode == 2 and "run_dir" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def export(run_dir: Path, out: Path, fmt: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "hcu.osworld.export", str(run_dir), "--format", fmt, "--out",
+                           str(out)], capture_output=True, text=True, cwd=REPO_ROOT, timeout=120)
+
+
+def test_the_harbor_export_marks_withheld_attempts_as_errors_and_holds_no_credential(run_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv("OSW_ANTHROPIC_UPSTREAM_TOKEN", UPSTREAM)
+    out = tmp_path / "jobs"
+    proc = export(run_dir, out, "harbor")
+    assert proc.returncode == 0, proc.stderr
+    assert f"harbor view {out}" in proc.stdout and "1 withheld" in proc.stdout
+    job = out / "run"
+    trials = {p.name: orjson.loads((p / "result.json").read_bytes()) for p in job.iterdir() if p.is_dir()}
+    assert sorted(trials) == ["t-budget", "t-guest", "t-infeasible", "t-solved", "t-solved.r2"]
+    withheld = trials["t-guest"]
+    assert withheld["verifier_result"] is None, "a withheld attempt has no reward, not a 0"
+    assert withheld["exception_info"]["exception_type"] == "GuestError"
+    assert withheld["exception_info"]["policy_override"] == {"has_valid_reward": False}
+    assert trials["t-budget"]["verifier_result"] == {"rewards": {"reward": 0.0}}, "the budget's 0 is a score"
+    assert trials["t-solved"]["verifier_result"] == {"rewards": {"reward": 1.0}}
+    assert (trials["t-solved.r2"]["agent_result"]["cost_usd"], trials["t-solved"]["agent_result"]["cost_usd"]) == (
+        0.25, None), "an unknown cost stays unknown"
+    stats = orjson.loads((job / "result.json").read_bytes())["stats"]
+    assert stats["n_errored_trials"] == 1 and stats["cost_usd"] is None
+    assert stats["evals"][f"claude-code__{MODEL}__osworld"]["metrics"] == [{"mean": 0.5}], "(1 + 0 + 0 + 1) / 4"
+    trajectory = orjson.loads((job / "t-solved" / "agent" / "trajectory.json").read_bytes())
+    click = trajectory["steps"][1]["observation"]["results"][0]
+    assert click["content"][1] == {"type": "image", "source": {"media_type": "image/jpeg",
+                                                               "path": "steps/p-00001.jpg"}}
+    assert "screenshot" not in click["extra"], "the ATIF-v1.5 screenshot is an image part now"
+    assert (job / "t-solved" / "agent" / "steps" / "p-00001.jpg").read_bytes() == (
+        run_dir / "tasks" / "t-solved" / "steps" / "p-00001.jpg").read_bytes()
+    assert (job / "t-solved" / "agent" / "recording.mp4").is_file()
+    attempt_files = [p for p in job.rglob("*") if p.is_file() and p.parent != job]
+    assert {p.stat().st_mode & 0o777 for p in attempt_files} == {0o640}, "the results' permissions"
+    assert not any(UPSTREAM.encode() in p.read_bytes() for p in out.rglob("*") if p.is_file())
+
+
+@pytest.mark.parametrize("fmt", ["osworld", "harbor"])
+def test_an_export_replaces_an_earlier_one_of_its_format_and_refuses_any_other_folder(run_dir, tmp_path, fmt):
+    out = tmp_path / "out"
+    assert export(run_dir, out, fmt).returncode == 0
+    (out / "stale-from-an-earlier-export.txt").write_text("x")
+    assert export(run_dir, out, fmt).returncode == 0, "an earlier export of the same format is replaced"
+    assert not (out / "stale-from-an-earlier-export.txt").exists(), "nothing of the earlier export is left"
+    other = "harbor" if fmt == "osworld" else "osworld"
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep me")
+    for target, words in [(out, f"export in the {fmt} format"), (mine, "not an earlier hcu export"),
+                          (run_dir / "exported", "overlaps the run directory")]:
+        proc = export(run_dir, target, other if target == out else fmt)
+        assert proc.returncode == 2 and words in proc.stderr, (target, proc.stderr)
+        assert len(proc.stderr.strip().splitlines()) == 1
+    assert (mine / "notes.txt").read_text() == "keep me" and not (run_dir / "exported").exists()
+
+
+def test_a_screenshot_the_attempt_lost_is_left_out_of_the_harbor_trajectory_and_said_so(run_dir, tmp_path):
+    (run_dir / "tasks" / "t-budget" / "steps" / "p-00001.jpg").unlink()
+    assert export(run_dir, tmp_path / "jobs", "harbor").returncode == 0
+    trial = tmp_path / "jobs" / "run" / "t-budget"
+    click = orjson.loads((trial / "agent" / "trajectory.json").read_bytes())["steps"][1]["observation"]["results"][0]
+    assert click["content"] == "clicked left x1 at (5, 6)", "its text stays; no image part names a missing file"
+    facts = orjson.loads((trial / "result.json").read_bytes())["agent_result"]["metadata"]["hcu"]
+    assert facts["trajectory"] == "ATIF-v1.8, 3 steps, 1 missing images left out"
+    assert not (trial / "agent" / "steps").exists()

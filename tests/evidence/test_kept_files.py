@@ -56,4 +56,4 @@ def test_without_the_call_log_the_clis_words_and_calls_remain(tmp_path):
                                   TOKEN_LOG, agent_version=context["agent_version"], ended="completed")
     calls = agent_calls(trajectory)
     assert [tool for tool, _, _ in calls] == ["screenshot", "key", "wait", "type", "click"]
-    assert all(extra.recorded_by == ["cli"] and extra.screenshot is None for _, _, extra in calls)
+    assert all(result.extra.recorded_by == ["cli"] and result.screenshot is None for _, _, result in calls)

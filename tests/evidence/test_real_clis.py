@@ -80,8 +80,8 @@ def test_an_attempt_stopped_by_a_signal_keeps_its_trajectory(tmp_path):
     calls = agent_calls(trajectory)
     assert [tool for tool, _, _ in calls] == ["key", "wait"]
     assert calls[0][1] == steps[0]["arguments"] and calls[0][2].screenshot
-    assert calls[1][2].in_flight and calls[1][2].guest_ended_at is None, "the wait was cut short"
-    assert all(extra.recorded_by == ["computer-use"] for _, _, extra in calls)
+    assert calls[1][2].extra.in_flight and calls[1][2].extra.guest_ended_at is None, "the wait was cut short"
+    assert all(result.extra.recorded_by == ["computer-use"] for _, _, result in calls)
     assert not list(run.result_dir.glob("phase-agent-turn-*")), "the stopped turn kept no events"
     assert trajectory.extra["ended"] == "interrupted"
 

@@ -12,6 +12,7 @@ import pytest
 
 from hcu import REPO_ROOT
 from hcu.osworld.attempt.failures import translate
+from hcu.osworld.attempt.meta import AttemptMeta
 from hcu.osworld.errors import BootTimeout, ConfigurationError, GuestError, policy_for
 from hcu.osworld.guest.api import GuestAPIError
 from hcu.osworld.guest.host import HOST_PROC_ENV
@@ -48,6 +49,9 @@ def test_a_missing_task_file_is_a_configuration_error(tmp_path: Path) -> None:
     result, code, log = run_task(tmp_path, "--task-id", "no-such-task")
     assert_configuration(result, code, log, "task os/no-such-task not found")
     assert [p.name for p in result.phases if p.status == "failed"] == ["load"]
+    meta = read_record(tmp_path / "result" / "meta.json", AttemptMeta)
+    assert meta.trajectory is not None and not meta.trajectory.written and "load" in meta.trajectory.why_not
+    assert not (tmp_path / "result" / "trajectory.json").exists(), "meta.json says there is none"
 
 
 @pytest.mark.osworld

@@ -20,7 +20,8 @@ from hcu.osworld.queue.node_gateway import (
     gateway_environment,
     without_upstream_credentials,
 )
-from hcu.osworld.queue.node_key import KEY_FILE, ShippedKey, node_key_file, remove_key, ship_key
+from hcu.osworld.queue.node_key import ShippedKey, node_key_file, remove_key, ship_key
+from hcu.osworld.records.layout import SCOPE_KEY_FILE
 
 TOKEN_ENV = "HCU_TEST_NODE_KEY_UPSTREAM"
 
@@ -47,7 +48,7 @@ def test_through_ray_the_node_copy_issues_the_secrets_the_head_key_does(tmp_path
 
     node_root = tmp_path / "node-state" / "ray" / str(config.run_id)
     copy = node_key_file(node_root, shipped, secrets_on=True)
-    assert copy == node_root / KEY_FILE and mode(copy) == 0o600
+    assert copy == node_root / SCOPE_KEY_FILE and mode(copy) == 0o600
     scope = f"{config.run_id}/a.a1"
     head, node = gateway_credential(config.scope_key_file, scope), gateway_credential(copy, scope)
     assert (node.token, node.key_id) == (head.token, head.key_id)
@@ -64,13 +65,13 @@ def test_through_a_shared_directory_nothing_is_shipped_and_the_nodes_read_the_he
     shared_root = tmp_path / "shared" / str(config.run_id)
     assert ship_key(config.scope_key_file, shared_root) is None
     copy = node_key_file(shared_root, None, secrets_on=True)
-    assert copy == shared_root / KEY_FILE and mode(copy) == 0o600
+    assert copy == shared_root / SCOPE_KEY_FILE and mode(copy) == 0o600
     assert copy.read_text() == config.scope_key_file.read_text()
 
     elsewhere = tmp_path / "not-mounted"
     with pytest.raises(NodeGatewayError, match="ray.shared_dir: the run's scope key .* is missing on node"):
         node_key_file(elsewhere, None, secrets_on=True)
-    assert not (elsewhere / KEY_FILE).exists(), "a node never invents a key of its own"
+    assert not (elsewhere / SCOPE_KEY_FILE).exists(), "a node never invents a key of its own"
 
 
 def test_without_per_task_secrets_no_key_goes_anywhere(tmp_path: Path):
@@ -84,7 +85,7 @@ def test_node_gateway_gets_the_key_file_and_its_credential_only_through_its_envi
     config = ray_config(tmp_path, node_gateway={"upstream_args": ["--upstreams", "h", "--upstream-kind", "openai"],
                                                 "upstream_token_env": TOKEN_ENV})
     monkeypatch.setenv(TOKEN_ENV, "sk-node-credential")
-    key_file = tmp_path / KEY_FILE
+    key_file = tmp_path / SCOPE_KEY_FILE
     argv = gateway_command(config, "172.17.0.1", 8611, tmp_path / "tokens.jsonl", key_file)
     assert argv[argv.index("--scope-key-file") + 1] == str(key_file)
     assert "sk-node-credential" not in " ".join(argv) and "--upstream-token" not in argv

@@ -44,8 +44,8 @@ def test_policy_that_solves_the_task_scores_one(agent: str, run_task: RunFn) -> 
     calls = [computer_use_tool(call.function_name, call.arguments)
              for step in trajectory.steps for call in step.tool_calls or []]
     assert [tool for tool, _ in calls] == [step["tool"] for step in RENAME_STEPS], "every step, as the CLI named it"
-    shots = [result.extra.screenshot for step in trajectory.steps for result in (step.observation.results
-             if step.observation else []) if result.extra and result.extra.screenshot]
+    shots = [result.screenshot for step in trajectory.steps for result in (step.observation.results
+             if step.observation else []) if result.screenshot]
     assert shots and all((run.result_dir / shot).is_file() for shot in shots)
     assert trajectory.final_metrics.total_completion_tokens == r.usage.output_tokens
 

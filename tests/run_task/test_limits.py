@@ -8,6 +8,8 @@ import pytest
 from hcu.demo.stand_in import STAND_IN_TOKEN
 from hcu.osworld.attempt.meta import AttemptMeta
 from hcu.osworld.errors import policy_for
+from hcu.osworld.evidence.atif import SCHEMA_VERSION, Trajectory
+from hcu.osworld.evidence.collect import TrajectoryReport
 from hcu.record_io import read_record
 from tests.run_task.conftest import LOOK_STEPS, RENAME_MATCH, RENAME_STEPS, RENAME_TASK, RunFn, policy
 
@@ -113,6 +115,10 @@ def test_a_gateway_with_another_budget_stops_the_attempt_before_any_model_call(r
     assert [p.name for p in r.phases if p.status == "failed"] == ["probe"]
     assert not (run.result_dir / "phase-agent-turn-1-events.jsonl").exists()
     assert run.token_rows() == [], "no model call before the checks pass"
+    meta = read_record(run.result_dir / "meta.json", AttemptMeta)
+    assert meta.trajectory == TrajectoryReport(written=True, schema_version=SCHEMA_VERSION, steps=1, agent_steps=0)
+    trajectory = read_record(run.result_dir / "trajectory.json", Trajectory)
+    assert [step.source for step in trajectory.steps] == ["user"], "the instruction alone: still valid ATIF"
 
 
 def test_ask_user_ends_the_task_and_it_is_still_scored(run_task: RunFn) -> None:

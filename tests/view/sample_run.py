@@ -31,6 +31,8 @@ from hcu.osworld.evidence.atif import (
     StepMetrics,
     ToolCall,
     Trajectory,
+    image_part,
+    text_part,
 )
 from hcu.osworld.osworld_bridge.setup import SetupStepRecord
 from hcu.osworld.queue.config import parse_config
@@ -93,7 +95,8 @@ def pointer_of(step: int) -> tuple[int, int]:
 
 
 def trajectory(attempt: Attempt, folder: Path, salt: str | None, shared_jpeg: bytes | None) -> Trajectory:
-    """An instruction step, then one agent step per action, each with its screenshot in steps/."""
+    """An instruction step, then one agent step per action, each with its screenshot in steps/ (an image content
+    part of the action's result)."""
     steps = [Step(step_id=1, source="user", message=f"Do task {attempt.task_id} in the desktop.")]
     (folder / "steps").mkdir(parents=True, exist_ok=True)
     for n in range(2, attempt.steps + 2):
@@ -109,8 +112,8 @@ def trajectory(attempt: Attempt, folder: Path, salt: str | None, shared_jpeg: by
             tool_calls=[ToolCall(tool_call_id=f"call-{n}", function_name="mcp__computer-use__click",
                                  arguments={"x": x, "y": y, "button": "left"})],
             observation=Observation(results=[ObservationResult(
-                source_call_id=f"call-{n}", content=f"clicked at ({x}, {y})",
-                extra=ResultExtra(screenshot=name, duration_sec=0.12,
+                source_call_id=f"call-{n}", content=[text_part(f"clicked at ({x}, {y})"), image_part(name)],
+                extra=ResultExtra(duration_sec=0.12,
                                   pointer=Pointer(x=x, y=y, screen_width=SCREEN[0], screen_height=SCREEN[1])))]),
             metrics=StepMetrics(prompt_tokens=1000 * n, completion_tokens=50 * n, cached_tokens=500 * n,
                                 cost_usd=0.001 * n, extra={"latency_sec": 1.5 + n / 10,

@@ -1,13 +1,16 @@
 """What the pages say, read from their HTML: the repeat figures, a stale summary, a screenshot path that leaves
-its attempt, a run still in progress, the recording (served in ranges, as a video player asks for it)."""
+its attempt, a trajectory as earlier hcu versions wrote it, a run still in progress, the recording (served in
+ranges, as a video player asks for it)."""
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from pathlib import Path
 
 import orjson
+import pytest
 from aiohttp import ClientSession
 from aiohttp.test_utils import TestServer
 
@@ -44,14 +47,39 @@ def test_a_summary_older_than_a_result_is_flagged(tmp_path: Path) -> None:
     assert "is older than the newest result" in Site(RunData(sample.run_dir)).index(LINKS)
 
 
-def test_a_screenshot_path_leaving_its_attempt_is_not_linked(tmp_path: Path) -> None:
+@pytest.mark.parametrize("where", ["image part", "extra (ATIF-v1.5)"])
+def test_a_screenshot_path_leaving_its_attempt_is_not_linked(tmp_path: Path, where: str) -> None:
     sample = build_run(tmp_path, "escape", [Attempt("t-1", "pass", steps=1)])
     path = sample.run_dir / "tasks" / "t-1" / "trajectory.json"
     body = orjson.loads(path.read_bytes())
-    body["steps"][1]["observation"]["results"][0]["extra"]["screenshot"] = "../../config.json"
+    result = body["steps"][1]["observation"]["results"][0]
+    if where == "image part":
+        result["content"][1]["source"]["path"] = "../../config.json"
+    else:
+        result["content"], result["extra"]["screenshot"] = "clicked", "../../config.json"
     write_json(path, body)
     html = Site(RunData(sample.run_dir)).attempt("this", "tasks", "t-1", LINKS)
     assert html is not None and "leaves the attempt folder" in html and "/files/config.json" not in html
+
+
+def test_a_trajectory_of_an_earlier_hcu_shows_its_screenshots_and_click_marks(tmp_path: Path) -> None:
+    """ATIF-v1.5 as hcu wrote it before: each result's screenshot in `extra.screenshot`, its content a string."""
+    sample = build_run(tmp_path, "v15", [Attempt("t-1", "pass", steps=2)])
+    path = sample.run_dir / "tasks" / "t-1" / "trajectory.json"
+    current = Site(RunData(sample.run_dir)).attempt("this", "tasks", "t-1", LINKS)
+    body = orjson.loads(path.read_bytes())
+    body["schema_version"] = "ATIF-v1.5"
+    for step in body["steps"][1:]:
+        for result in step["observation"]["results"]:
+            text, image = result["content"]
+            result["content"], result["extra"]["screenshot"] = text["text"], image["source"]["path"]
+    write_json(path, body)
+    html = Site(RunData(sample.run_dir)).attempt("this", "tasks", "t-1", LINKS)
+    assert current is not None and html is not None
+    shots = re.findall(r'<img src="(/files/tasks/t-1/steps/[^"]+)"', html)
+    assert len(shots) == 4 and shots == re.findall(r'<img src="(/files/tasks/t-1/steps/[^"]+)"', current)
+    assert html.count('class="mark"') == current.count('class="mark"') == 2
+    assert "clicked at" in html and "[image]" not in current
 
 
 def test_a_run_in_progress_opens(tmp_path: Path) -> None:

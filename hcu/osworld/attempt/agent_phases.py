@@ -29,7 +29,7 @@ from hcu.osworld.attempt.meta import ArtifactRecord
 from hcu.osworld.attempt.probe import check_executables, check_gateway_from_guest, check_mcp, unpack_mcp_server
 from hcu.osworld.attempt.scope_credential import GatewayCredential, check_scope_key, gateway_credential
 from hcu.osworld.errors import ConfigurationError
-from hcu.osworld.evidence.collect import collect_evidence, guest_evidence_dir
+from hcu.osworld.evidence.collect import TrajectoryReport, collect_evidence, guest_evidence_dir
 from hcu.osworld.evidence.recording import recording
 from hcu.osworld.records.cost import cost_for_scope
 from hcu.osworld.records.result import Usage
@@ -41,6 +41,7 @@ log = logging.getLogger("hcu.run_task")
 
 PROTOCOL = ("\n\nWhen you finish, end your final message with TASK_COMPLETE on its own line; if the task cannot be "
             "done, end with TASK_INFEASIBLE; if you need the user, end with ASK_USER.")
+NO_AGENT_RENDERED = "the attempt ended before its agent's instruction was rendered (load): no step to keep"
 
 
 @dataclass
@@ -137,17 +138,21 @@ def collect(state: AgentAttempt) -> None:
     if s.token_log is not None:
         state.usage = usage_for_scope(s.token_log, state.attempt.gateway_scope)
         state.cost_usd = cost_for_scope(s.token_log, state.attempt.gateway_scope, s.prices)
-    if state.context is None or state.adapter is None:
-        return  # ended before an agent was rendered: no step to keep
+    if state.context is None or state.adapter is None:  # no instruction was rendered: not even a first step
+        state.meta.trajectory = TrajectoryReport(written=False, why_not=NO_AGENT_RENDERED)
+        return
     try:
-        collect_evidence(state.guest.api if state.guest else None, state.result_dir, agent=state.adapter.name,
-                         ctx=state.context, agent_version=state.meta.agent_version, token_log=s.token_log,
-                         prices=s.prices,
-                         ended=_ended(state), secrets=[state.credential.secret if state.credential else None],
-                         attempt_id=str(state.attempt))
+        trajectory = collect_evidence(
+            state.guest.api if state.guest else None, state.result_dir, agent=state.adapter.name,
+            ctx=state.context, agent_version=state.meta.agent_version, token_log=s.token_log, prices=s.prices,
+            ended=_ended(state), secrets=[state.credential.secret if state.credential else None],
+            attempt_id=str(state.attempt))
     except Exception as exc:  # evidence never decides an outcome; meta.json says what is missing
         log.error("[%s] evidence not collected: %s", state.attempt, exc)
         state.meta.evidence_error = f"{type(exc).__name__}: {exc}"
+        state.meta.trajectory = TrajectoryReport(written=False, why_not=state.meta.evidence_error)
+    else:
+        state.meta.trajectory = TrajectoryReport.of(trajectory)
 
 
 def _ended(state: AgentAttempt) -> str | None:

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, model_validator
 from hcu.osworld.attempt.agent_phase import AgentOutcome
 from hcu.osworld.attempt.gateway_health import GatewayHealth
 from hcu.osworld.attempt.mcp_probe import ProbeReport
+from hcu.osworld.evidence.collect import TrajectoryReport
 from hcu.osworld.evidence.recording import RecordingReport
 from hcu.osworld.guest.container_image import ContainerImage
 from hcu.osworld.guest.ports import GuestPorts
@@ -102,3 +103,5 @@ class AttemptMeta(Record):
     """The screen recording around the agent phase (`record_video`): kept, or why not."""
     evidence_error: str | None = None
     """Why trajectory.json could not be written, when it could not."""
+    trajectory: TrajectoryReport | None = None
+    """Whether trajectory.json was written (and how many of its steps are the agent's), or why not."""

@@ -1,10 +1,14 @@
 """`tasks/<id>/trajectory.json`: one attempt's steps in ATIF (the Agent Trajectory Interchange Format of Harbor's
-RFC 0001), with hcu's additions under the format's own `extra` fields.
+RFC 0001), with hcu's additions under the format's own `extra` fields only.
 
 The format's fields keep their meaning: `steps[].source` is "user" for the task instruction, "agent" for what the
-model produced; a step's `metrics.prompt_tokens` includes its cached tokens. What ATIF leaves open is fixed here:
-- screenshots are files in the task folder (`steps/<name>.jpg`), referenced by relative path from the result of
-  the tool call that took them (`ObservationResult.extra.screenshot`), never base64 in the JSON;
+model produced; a step's `metrics.prompt_tokens` includes its cached tokens; `llm_call_count` is 1 for a step
+made by one generation the gateway logged. What ATIF leaves open is fixed here:
+- screenshots are files in the task folder (`steps/<name>.jpg`), each an image content part of the result of the
+  tool call that took it or showed it (`{"type": "image", "source": {"media_type": "image/jpeg", "path":
+  "steps/..."}}`, the path relative to the trajectory's folder), beside the result's text part; never base64;
+  trajectories of hcu before ATIF-v1.8 named the file in `ObservationResult.extra.screenshot` instead
+  (`ObservationResult.screenshot` reads both);
 - a pointer action (click, move, drag, scroll) says where it landed in screen pixels, with the screen size those
   pixels belong to (`ResultExtra.pointer`), so a viewer can mark it on a screenshot of any size;
 - times are ISO 8601 in UTC; a tool call's guest times are the guest's clock, its host times the host's.
@@ -13,13 +17,17 @@ model produced; a step's `metrics.prompt_tokens` includes its cached tokens. Wha
 from __future__ import annotations
 
 from datetime import datetime, timezone
+from pathlib import PurePosixPath
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-SCHEMA_VERSION = "ATIF-v1.5"
+SCHEMA_VERSION = "ATIF-v1.8"
+"""The newest ATIF Harbor writes and reads (Harbor 0.26's `harbor.models.trajectories`)."""
 STEPS_DIR = "steps"
 """The folder, inside the task folder, holding the step screenshots."""
+MEDIA_TYPES = {".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".png": "image/png"}
+"""Image content parts by file suffix (computer-use keeps JPEGs; ATIF also takes PNG, GIF and WebP)."""
 
 
 class _Open(BaseModel):
@@ -42,6 +50,31 @@ class ToolCall(_Open):
     function_name: str
     """The tool as the CLI named it (e.g. `mcp__computer-use__click`)."""
     arguments: dict[str, Any] = {}
+    extra: dict[str, Any] | None = None
+
+
+class MediaSource(_Open):
+    media_type: str
+    path: str
+    """A file relative to the trajectory's folder (or a URL, in trajectories from elsewhere)."""
+
+
+class ContentPart(_Open):
+    """One part of a multimodal message or tool result (ATIF-v1.6): text, or an image (audio since v1.8)."""
+
+    type: str
+    text: str | None = None
+    source: MediaSource | None = None
+
+
+def text_part(text: str) -> ContentPart:
+    return ContentPart(type="text", text=text)
+
+
+def image_part(path: str) -> ContentPart:
+    """The image file `path` (relative to the trajectory's folder) as a content part."""
+    media_type = MEDIA_TYPES.get(PurePosixPath(path).suffix.lower(), "image/jpeg")
+    return ContentPart(type="image", source=MediaSource(media_type=media_type, path=path))
 
 
 class Pointer(BaseModel):
@@ -57,7 +90,8 @@ class ResultExtra(_Open):
     error: bool = False
     """The tool call failed; `content` holds its error text."""
     screenshot: str | None = None
-    """The screen right after the action: a path relative to the task folder (`steps/...`)."""
+    """Written by hcu before ATIF-v1.8 only: the screen right after the action, a path relative to the task
+    folder (now an image content part of the result)."""
     pointer: Pointer | None = None
     guest_started_at: str | None = None
     guest_ended_at: str | None = None
@@ -70,7 +104,8 @@ class ResultExtra(_Open):
     recorded_by: list[Literal["cli", "computer-use"]] = []
     """Who saw the call: the CLI's events (its name and arguments), computer-use (its result, times, screen)."""
     images: list[str] | None = None
-    """The result's images as `<mime type> <bytes>` (the image after an action is `screenshot`)."""
+    """The images the tool returned to the model, as `<mime type> <bytes>` (the file computer-use kept of the
+    screen is the result's image content part)."""
     clipped_chars: int | None = None
     """Characters cut from the recorded result and arguments (computer-use keeps 20,000 of each)."""
     dropped: str | None = None
@@ -82,8 +117,26 @@ class ResultExtra(_Open):
 class ObservationResult(_Open):
     source_call_id: str | None = None
     """The `tool_call_id` this result answers."""
-    content: str | list[Any] | None = None
+    content: str | list[ContentPart] | None = None
+    """The result's text; with a screenshot, a text part (when there is text) and the image part."""
     extra: ResultExtra | None = None
+
+    @property
+    def screenshot(self) -> str | None:
+        """The screen this result kept: its first image part's path, or (hcu before ATIF-v1.8) `extra.screenshot`."""
+        if isinstance(self.content, list):
+            for part in self.content:
+                if part.type == "image" and part.source is not None:
+                    return part.source.path
+        return self.extra.screenshot if self.extra is not None else None
+
+    @property
+    def text(self) -> str | None:
+        """The result's text: the string, or its text parts joined (media parts left out)."""
+        if not isinstance(self.content, list):
+            return self.content
+        texts = [part.text for part in self.content if part.type == "text" and part.text is not None]
+        return "\n".join(texts) if texts else None
 
 
 class Observation(_Open):
@@ -113,6 +166,8 @@ class Step(_Open):
     tool_calls: list[ToolCall] | None = None
     observation: Observation | None = None
     metrics: StepMetrics | None = None
+    llm_call_count: int | None = None
+    """How many generations of the model the step stands for (1: the one the gateway logged); None: not known."""
     extra: dict[str, Any] | None = None
 
 
@@ -135,7 +190,10 @@ def iso_time(unix: float | None) -> str | None:
 
 class Trajectory(_Open):
     schema_version: str = SCHEMA_VERSION
-    session_id: str
+    session_id: str | None = None
+    """The CLI's session (the same across an attempt's resumed turns)."""
+    trajectory_id: str | None = None
+    """This document: the attempt id (one trajectory per attempt)."""
     agent: Agent
     steps: list[Step] = []
     notes: str | None = None

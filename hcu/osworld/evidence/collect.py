@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import orjson
+from pydantic import BaseModel
 
 from hcu.defaults import EVIDENCE
 from hcu.osworld.agents import get_adapter
@@ -26,6 +27,23 @@ from hcu.osworld.guest.api import GuestAPI
 from hcu.osworld.records.layout import TRAJECTORY_FILE
 from hcu.osworld.records.usage import usage_for_scope
 from hcu.record_io import write_atomic
+
+
+class TrajectoryReport(BaseModel):
+    """meta.json's word on trajectory.json: written (its ATIF version and how many steps), or not and why."""
+
+    written: bool
+    schema_version: str | None = None
+    steps: int = 0
+    agent_steps: int = 0
+    """0: the attempt ended before the agent made a step (the trajectory holds its instruction, a valid ATIF
+    trajectory all the same)."""
+    why_not: str | None = None
+
+    @classmethod
+    def of(cls, trajectory: Trajectory) -> TrajectoryReport:
+        return cls(written=True, schema_version=trajectory.schema_version, steps=len(trajectory.steps),
+                   agent_steps=sum(step.source == "agent" for step in trajectory.steps))
 
 
 def guest_evidence_dir(guest_root: str) -> str:
@@ -79,6 +97,7 @@ def collect_evidence(
     )
     trajectory = Trajectory(
         session_id=next((t.session_id for t in turns if t.session_id), None) or ctx.session_id,
+        trajectory_id=attempt_id or ctx.scope,
         agent=Agent(name=agent, version=agent_version or "unknown", model_name=ctx.model,
                     extra={"effort": ctx.effort, "channels": ctx.channels, "code_mode": ctx.code_mode}),
         steps=steps, final_metrics=final,

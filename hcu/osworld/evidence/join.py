@@ -19,7 +19,17 @@ from dataclasses import dataclass, field
 
 import orjson
 
-from hcu.osworld.evidence.atif import Observation, ObservationResult, Pointer, ResultExtra, Step, ToolCall
+from hcu.osworld.evidence.atif import (
+    ContentPart,
+    Observation,
+    ObservationResult,
+    Pointer,
+    ResultExtra,
+    Step,
+    ToolCall,
+    image_part,
+    text_part,
+)
 from hcu.osworld.evidence.atif import iso_time as iso
 from hcu.osworld.evidence.cli_trace import CliCall, CliItem, CliTurn
 from hcu.osworld.evidence.generations import Generation
@@ -166,7 +176,7 @@ def _step(segment: Segment, turn: int, model: str, effort: str | None) -> Step:
         message=texts["message"], reasoning_content=texts["reasoning"] or None,
         tool_calls=[_tool_call(p) for p in calls] or None,
         observation=Observation(results=[_result(p) for p in calls]) if calls else None,
-        metrics=gen.metrics() if gen else None, extra=extra,
+        metrics=gen.metrics() if gen else None, llm_call_count=1 if gen else None, extra=extra,
     )
 
 
@@ -188,7 +198,7 @@ def _result(piece: Piece) -> ObservationResult:
         pointer = Pointer(x=shot.pointer[0], y=shot.pointer[1], screen_width=shot.screen_width,
                           screen_height=shot.screen_height)
     extra = ResultExtra(
-        error=record.error, screenshot=guest.screenshot, pointer=pointer,
+        error=record.error, pointer=pointer,
         guest_started_at=iso(record.started_at), guest_ended_at=iso(record.ended_at) if guest.finished else None,
         duration_sec=round(record.ended_at - record.started_at, 3) if guest.finished else None,
         host_started_at=iso(guest.host_started_at), host_ended_at=iso(guest.host_ended_at) if guest.finished else None,
@@ -196,8 +206,15 @@ def _result(piece: Piece) -> ObservationResult:
         recorded_by=["cli", "computer-use"] if call.seen_by_cli else ["computer-use"], images=record.images or None,
         clipped_chars=record.clipped_chars or None, dropped=record.dropped,
     )
-    content = record.result if record.result is not None else _text(call.result)
-    return ObservationResult(source_call_id=call.call_id, content=content, extra=extra)
+    text = record.result if record.result is not None else _text(call.result)
+    return ObservationResult(source_call_id=call.call_id, content=_content(text, guest.screenshot), extra=extra)
+
+
+def _content(text: str | None, screenshot: str | None) -> str | list[ContentPart] | None:
+    """The result's text, with the screen computer-use kept of the call as an image part beside it."""
+    if screenshot is None:
+        return text
+    return [*([text_part(text)] if text is not None else []), image_part(screenshot)]
 
 
 def _text(value: object) -> str | None:

@@ -16,29 +16,25 @@ Files carry the permissions of the attempt's result.json.
 
 from __future__ import annotations
 
-import io
-import os
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import orjson
-from PIL import Image
 
 from hcu.osworld.evidence.atif import Step, Trajectory
 from hcu.osworld.evidence.cli_trace import computer_use_tool
+from hcu.osworld.evidence.export_folder import EARLIER_OSWORLD_INDEX, FileWriter, claim_out_dir
+from hcu.osworld.evidence.kept_attempts import KeptAttempt, kept_attempts
 from hcu.osworld.evidence.recording import RECORDING_NAME
 from hcu.osworld.evidence.redact import Redactor
-from hcu.osworld.records.layout import RESULT_FILE, TRAJECTORY_FILE
-from hcu.osworld.records.result import TaskResult, result_if_readable
-from hcu.osworld.summary.rows import counted_score
-from hcu.record_io import write_atomic, write_atomic_chunks
+from hcu.osworld.records.result import TaskResult
+from hcu.record_io import write_atomic
 
 TIMESTAMP = "%Y%m%d@%H%M%S%f"
 """OSWorld's action_timestamp (its runner's format)."""
 INFO_TEXT_LIMIT = 2000
-COPY_CHUNK = 1 << 20
 
 
 @dataclass
@@ -55,43 +51,33 @@ class ExportedTask:
 
 def export_run(run_dir: Path, out: Path, *, action_space: str, observation_type: str,
                model: str | None = None) -> list[ExportedTask]:
-    redactor = Redactor()
+    """Raises ExportRefused when `out` is neither new, empty nor an earlier osworld export."""
+    claim_out_dir(out, "osworld", run_dir)
+    redactor = Redactor.for_run(run_dir)
     exported = []
-    for task_dir in sorted(p for p in (run_dir / "tasks").iterdir() if p.is_dir()):
-        raw = _raw_result(task_dir)
-        result = result_if_readable(task_dir / RESULT_FILE)
-        repeat = int(raw.get("repeat") or _repeat_of(task_dir.name))
-        name = model or (result.model if result else None) or "unknown-model"
-        folder = out / action_space / observation_type / (name if repeat == 1 else f"{name}.r{repeat}")
-        exported.append(export_task(task_dir, result, raw, folder, repeat, redactor))
-    write_atomic(out / "hcu-export.json", orjson.dumps([asdict(t) for t in exported], option=orjson.OPT_INDENT_2))
+    for attempt in kept_attempts(run_dir):
+        name = model or (attempt.result.model if attempt.result else None) or "unknown-model"
+        folder = out / action_space / observation_type / (name if attempt.repeat == 1 else f"{name}.r{attempt.repeat}")
+        exported.append(export_task(attempt, folder, redactor))
+    write_atomic(out / EARLIER_OSWORLD_INDEX, orjson.dumps([asdict(t) for t in exported], option=orjson.OPT_INDENT_2))
     return exported
 
 
-def export_task(task_dir: Path, result: TaskResult | None, raw: dict, model_dir: Path, repeat: int,
-                redactor: Redactor) -> ExportedTask:
-    task_id = (result.task_id if result else None) or task_dir.name.split(".r")[0]
-    domain = (result.task_domain if result else None) or "unknown"
-    dest = model_dir / domain / task_id
-    mode = (task_dir / RESULT_FILE).stat().st_mode & 0o777 if result else None
-    writer = _Writer(dest, mode)
-    score, withheld = counted_score(result) if result else (None, "no readable result.json")
-    if score is None and result is not None and result.failure_classification:
-        withheld = f"{result.status}: {result.failure_classification}"
-    trajectory = _trajectory(task_dir)
-    lines = traj_lines(trajectory, task_dir, writer, final_action(result)) if trajectory else []
-    if score is None:
-        lines.append({"Error": f"withheld: {withheld}"})
-        writer.bytes("withheld.txt", f"{withheld}\n".encode())
+def export_task(attempt: KeptAttempt, model_dir: Path, redactor: Redactor) -> ExportedTask:
+    dest = model_dir / attempt.domain / attempt.task_id
+    writer = FileWriter(dest, attempt.mode)
+    trajectory, task_dir = attempt.trajectory, attempt.task_dir
+    lines = traj_lines(trajectory, task_dir, writer, final_action(attempt.result)) if trajectory else []
+    if attempt.score is None:
+        lines.append({"Error": f"withheld: {attempt.withheld}"})
+        writer.bytes("withheld.txt", f"{attempt.withheld}\n".encode())
     else:
-        writer.bytes("result.txt", f"{score}\n".encode())
+        writer.bytes("result.txt", f"{attempt.score}\n".encode())
     writer.bytes("traj.jsonl", b"".join(orjson.dumps(redactor.value(line)) + b"\n" for line in lines))
     if (task_dir / RECORDING_NAME).is_file():
         writer.copy(RECORDING_NAME, task_dir / RECORDING_NAME)
-    cost = raw.get("cost_usd") if "cost_usd" in raw else (
-        trajectory.final_metrics.total_cost_usd if trajectory and trajectory.final_metrics else None)
-    return ExportedTask(domain, task_id, repeat, str(dest), score, None if score is not None else withheld,
-                        sum(1 for line in lines if "step_num" in line), cost)
+    return ExportedTask(attempt.domain, attempt.task_id, attempt.repeat, str(dest), attempt.score, attempt.withheld,
+                        sum(1 for line in lines if "step_num" in line), attempt.cost_usd)
 
 
 def final_action(result: TaskResult | None) -> str:
@@ -99,7 +85,7 @@ def final_action(result: TaskResult | None) -> str:
     return "FAIL" if result is not None and result.protocol_word == "TASK_INFEASIBLE" else "DONE"
 
 
-def traj_lines(trajectory: Trajectory, task_dir: Path, writer: _Writer, last_action: str) -> list[dict]:
+def traj_lines(trajectory: Trajectory, task_dir: Path, writer: FileWriter, last_action: str) -> list[dict]:
     lines: list[dict] = []
     screen: str | None = None
     agent = [s for s in trajectory.steps if s.source == "agent"]
@@ -108,11 +94,11 @@ def traj_lines(trajectory: Trajectory, task_dir: Path, writer: _Writer, last_act
                                 strict=False):
             extra = result.extra
             stamp = _stamp(extra.host_started_at if extra else None, step)
-            if extra is not None and extra.screenshot and (task_dir / extra.screenshot).is_file():
-                screen = writer.png(f"step_{number}_{stamp}.png", task_dir / extra.screenshot)
+            if result.screenshot and (task_dir / result.screenshot).is_file():
+                screen = writer.png(f"step_{number}_{stamp}.png", task_dir / result.screenshot)
             lines.append(_line(number, stamp, _action(call.function_name, call.arguments), step, screen,
                                {"tool_call_id": call.tool_call_id, "error": bool(extra and extra.error),
-                                "result": _clip(result.content)}))
+                                "result": _clip(result.text)}))
         if not step.tool_calls and step is agent[-1]:
             lines.append(_line(number, _stamp(None, step), last_action, step, screen, {}, done=True))
     return lines
@@ -139,50 +125,3 @@ def _clip(content: object) -> object:
     if isinstance(content, str) and len(content) > INFO_TEXT_LIMIT:
         return content[:INFO_TEXT_LIMIT] + f"... [{len(content) - INFO_TEXT_LIMIT} more characters]"
     return content
-
-
-def _trajectory(task_dir: Path) -> Trajectory | None:
-    try:
-        return Trajectory.model_validate_json((task_dir / TRAJECTORY_FILE).read_bytes())
-    except (FileNotFoundError, ValueError):
-        return None
-
-
-def _raw_result(task_dir: Path) -> dict:
-    try:
-        value = orjson.loads((task_dir / RESULT_FILE).read_bytes())
-    except (FileNotFoundError, orjson.JSONDecodeError):
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
-def _repeat_of(folder: str) -> int:
-    _, sep, number = folder.rpartition(".r")
-    return int(number) if sep and number.isdigit() else 1
-
-
-class _Writer:
-    """Files of one exported task, written atomically with the attempt's permissions."""
-
-    def __init__(self, dest: Path, mode: int | None) -> None:
-        self.dest, self.mode = dest, mode
-
-    def bytes(self, name: str, data: bytes) -> str:
-        write_atomic(self.dest / name, data)
-        return self._with_mode(name)
-
-    def png(self, name: str, jpeg: Path) -> str:
-        out = io.BytesIO()
-        with Image.open(jpeg) as image:
-            image.save(out, format="PNG", compress_level=1)
-        return self.bytes(name, out.getvalue())
-
-    def copy(self, name: str, source: Path) -> str:
-        with source.open("rb") as f:
-            write_atomic_chunks(self.dest / name, iter(lambda: f.read(COPY_CHUNK), b""))
-        return self._with_mode(name)
-
-    def _with_mode(self, name: str) -> str:
-        if self.mode is not None:
-            os.chmod(self.dest / name, self.mode)
-        return name

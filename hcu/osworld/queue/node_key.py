@@ -21,10 +21,8 @@ from pathlib import Path
 
 from hcu.gateway.scope_secret import ScopeKeyError, load_or_create_key
 from hcu.osworld.queue.node_gateway import NodeGatewayError
+from hcu.osworld.records.layout import SCOPE_KEY_FILE
 from hcu.record_io import write_atomic
-
-KEY_FILE = "gateway-scope.key"
-"""The key's file name in a run's directory on a node (or in the shared directory)."""
 
 
 @dataclass(frozen=True)
@@ -42,7 +40,7 @@ def ship_key(key_file: Path | None, shared_root: Path | None) -> ShippedKey | No
     key = load_or_create_key(key_file)
     if shared_root is None:
         return ShippedKey(key)
-    write_key(shared_root / KEY_FILE, key)
+    write_key(shared_root / SCOPE_KEY_FILE, key)
     return None
 
 
@@ -51,7 +49,7 @@ def node_key_file(root: Path, shipped: ShippedKey | None, secrets_on: bool) -> P
     `root` is the run's folder on the node (the shared directory's, when the key was not shipped)."""
     if not secrets_on:
         return None
-    path = root / KEY_FILE
+    path = root / SCOPE_KEY_FILE
     try:
         if shipped is not None:
             write_key(path, shipped.key)
@@ -79,4 +77,4 @@ def write_key(path: Path, key: bytes) -> None:
 
 def remove_key(root: Path) -> None:
     """The run is over: its key copy goes."""
-    (root / KEY_FILE).unlink(missing_ok=True)
+    (root / SCOPE_KEY_FILE).unlink(missing_ok=True)

@@ -1,5 +1,5 @@
 """The names of the files an attempt leaves in its folder (`tasks/<task>/`, `retries/<task>-<n>/`), written by the
-runner and read by the queue, summarize, the viewer and the exports."""
+runner and read by the queue, summarize, the viewer and the exports; and of the run's scope key beside them."""
 
 LEASE_FILE = "attempt.json"
 """The runner's lease, written before anything else (`records.lease`)."""
@@ -11,3 +11,5 @@ TRAJECTORY_FILE = "trajectory.json"
 """The attempt's steps in ATIF (`evidence.atif`)."""
 TURN_EVENTS = "phase-agent-turn-{turn}-events.jsonl"
 """The agent CLI's event stream of one turn (turn 1, then one per session resume)."""
+SCOPE_KEY_FILE = "gateway-scope.key"
+"""The run's scope key (in the run directory): the attempts' scope secrets derive from it; never exported."""

@@ -8,7 +8,7 @@ from typing import Any
 
 import orjson
 
-from hcu.osworld.evidence.atif import ObservationResult, Step, ToolCall, Trajectory
+from hcu.osworld.evidence.atif import ContentPart, ObservationResult, Step, ToolCall, Trajectory
 from hcu.osworld.view.attempt_data import AttemptDetail
 from hcu.osworld.view.html import absent, badge, count, details, esc, kv, seconds, usd
 from hcu.osworld.view.links import Links, Side
@@ -23,13 +23,18 @@ def _compact(value: Any) -> str:
 
 
 def _content_text(content: str | list[Any] | None) -> str:
+    """Text and the names of other parts: a trajectory result's content (its image parts are shown as
+    screenshots, not named) or an MCP result's content parts (images named, not inlined)."""
     if content is None:
         return ""
     if isinstance(content, str):
         return content
     parts = []
     for part in content:
-        if isinstance(part, dict) and isinstance(part.get("text"), str):
+        if isinstance(part, ContentPart):
+            if part.type != "image":
+                parts.append(part.text if part.text is not None else f"[{part.type}]")
+        elif isinstance(part, dict) and isinstance(part.get("text"), str):
             parts.append(part["text"])
         elif isinstance(part, dict):
             parts.append(f"[{part.get('type', 'part')}]")
@@ -46,21 +51,21 @@ def _folded(text: str, cls: str) -> str:
 
 
 def screenshot(detail: AttemptDetail, result: ObservationResult, links: Links, side: Side) -> str:
-    extra = result.extra
-    if extra is None or not extra.screenshot:
+    shot, pointer = result.screenshot, result.extra.pointer if result.extra is not None else None
+    if not shot:
         return ""
-    relative = join_inside(detail.folder, extra.screenshot)
+    relative = join_inside(detail.folder, shot)
     if relative is None:
-        return absent(f"screenshot path {extra.screenshot!r} leaves the attempt folder: not shown")
+        return absent(f"screenshot path {shot!r} leaves the attempt folder: not shown")
     mark = ""
-    if (pointer := extra.pointer) is not None and pointer.screen_width > 0 and pointer.screen_height > 0:
+    if pointer is not None and pointer.screen_width > 0 and pointer.screen_height > 0:
         left, top = 100 * pointer.x / pointer.screen_width, 100 * pointer.y / pointer.screen_height
         mark = (f'<span class="mark" style="left:{left:.3f}%;top:{top:.3f}%" '
                 f'title="pointer at ({pointer.x:g}, {pointer.y:g}) of {pointer.screen_width}×'
                 f'{pointer.screen_height}"></span>')
     src = esc(links.file(side, relative))
     return (f'<figure class="shot"><div class="frame"><img src="{src}" loading="lazy" alt="screen after the call">'
-            f'{mark}</div><figcaption><a href="{src}">{esc(extra.screenshot)}</a></figcaption></figure>')
+            f'{mark}</div><figcaption><a href="{src}">{esc(shot)}</a></figcaption></figure>')
 
 
 def _call(call: ToolCall, result: ObservationResult | None) -> str:
@@ -126,8 +131,8 @@ def step_card(detail: AttemptDetail, step: Step, links: Links, side: Side) -> st
 
 def first_screenshot(detail: AttemptDetail, step: Step) -> str | None:
     for result in (step.observation.results if step.observation else []):
-        if result.extra is not None and result.extra.screenshot:
-            return join_inside(detail.folder, result.extra.screenshot)
+        if result.screenshot:
+            return join_inside(detail.folder, result.screenshot)
     return None
 
 
