@@ -46,8 +46,10 @@ of them. Only `hcu.osworld.attempt.failures` turns the tree into failure classes
     ├── FetchError                      agents.fetch: an agent CLI's files could not be fetched
     ├── PilotError                      quota.profile: a forecast_from entry that is not a run of this agent
     ├── SummaryError                    summary.run_summary
+    ├── SummaryUnreadable               summary.model: a summary.json that does not read
     ├── RunDirError                     view.data
     ├── ExportError                     view.export
+    ├── ExportRefused                   evidence.export_folder: an output folder that is not an earlier export
     └── PathRefused                     view.paths (also a ValueError)
 
     AttemptEnded (a BaseException)      a phase deadline or a stop signal

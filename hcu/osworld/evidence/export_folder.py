@@ -16,6 +16,7 @@ from typing import Literal
 import orjson
 from PIL import Image
 
+from hcu.osworld.errors import HcuOSWorldError
 from hcu.record_io import write_atomic, write_atomic_chunks
 
 ExportFormat = Literal["osworld", "harbor"]
@@ -25,7 +26,7 @@ EARLIER_OSWORLD_INDEX = "hcu-export.json"
 COPY_CHUNK = 1 << 20
 
 
-class ExportRefused(Exception):
+class ExportRefused(HcuOSWorldError):
     """The out folder cannot take this export; one line naming it."""
 
 

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from hcu.defaults import BenchmarkVersion
 from hcu.flags import describe_error
+from hcu.osworld.errors import HcuOSWorldError
 
 SCHEMA_VERSION = 1
 """The layout this code writes and reads. Adding a key does not change it; changing what a key means does."""
@@ -322,7 +323,7 @@ class RunSummary(GroupFigures, RunIdentity):
         return self.model_dump(mode="json", exclude={"compare"} if self.compare is None else None)
 
 
-class SummaryUnreadable(Exception):
+class SummaryUnreadable(HcuOSWorldError):
     """A summary.json that does not read as one; the message is one line."""
 
 
