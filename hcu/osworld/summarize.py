@@ -1,6 +1,7 @@
-"""`python -m hcu.osworld.summarize RUN_DIR [--compare OTHER_RUN_DIR [--rerun-discordant K]]`: honest scores for a
-run (see summary/run_summary.py); with --compare, a paired comparison of task means, and with
---rerun-discordant, both runs' configs with K more repeats on the tasks they disagree on (summary/compare.py)."""
+"""`python -m hcu.osworld.summarize RUN_DIR [--compare OTHER_RUN_DIR [--rerun-discordant K]] [--baseline SWEEP_DIR]`:
+honest scores for a run (see summary/run_summary.py); with --compare, a paired comparison of task means, and with
+--rerun-discordant, both runs' configs with K more repeats on the tasks they disagree on (summary/compare.py);
+with --baseline (or the config's `baseline`), the do-nothing baseline beside the score (summary/baseline.py)."""
 
 from __future__ import annotations
 
@@ -31,11 +32,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rerun-discordant", type=positive, metavar="K",
                         help="with --compare: write both runs' configs with K more repeats on the discordant tasks "
                              "(same run ids: run_queue on each runs only the added repeats)")
+    parser.add_argument("--baseline", type=Path, metavar="SWEEP_DIR",
+                        help="a canary sweep's folder (sweep.json, made with --run-evaluator): mark the tasks the "
+                             "evaluator passes untouched and report the score without them (default: the config's "
+                             "baseline)")
     args = parser.parse_args(argv)
     if args.rerun_discordant is not None and args.compare is None:
         parser.error("--rerun-discordant: needs --compare OTHER_RUN_DIR")
     try:
-        summarize(args.run_dir, args.compare, args.rerun_discordant)
+        summarize(args.run_dir, args.compare, args.rerun_discordant, args.baseline)
     except SummaryError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

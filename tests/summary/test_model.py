@@ -108,7 +108,8 @@ def test_every_field_has_a_description() -> None:
 
 
 def test_summary_md_places_or_leaves_only_fields_of_the_model() -> None:
-    assert set(RunSummary.model_fields) == PLACED | LEFT_TO_JSON, "a renamed field would fall out of the page"
+    """A field summary.md neither places nor leaves is listed under "More figures" (the recipe's way in)."""
+    assert set(RunSummary.model_fields) >= PLACED | LEFT_TO_JSON, "a renamed field would fall out of the page"
 
 
 class WithBaseline(RunSummary):
@@ -121,4 +122,4 @@ def test_a_statistic_added_to_the_model_is_listed_in_summary_md(tmp_path: Path) 
     summary = WithBaseline(**run.summary.model_dump(), do_nothing_baseline=0.125)
     md = render_markdown(summary, run.tasks, run.cost_note)
     assert "| Score of an agent that does nothing, on the same tasks (`do_nothing_baseline`) | 0.125 |" in md
-    assert "## More figures" not in render_markdown(run.summary, run.tasks, run.cost_note)
+    assert "do_nothing_baseline" not in render_markdown(run.summary, run.tasks, run.cost_note)

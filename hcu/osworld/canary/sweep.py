@@ -33,6 +33,7 @@ from pydantic import BaseModel, Field, ValidationError
 from hcu.defaults import GUEST, RETRIES
 from hcu.osworld.attempt.guest_phases import GuestAttemptSettings
 from hcu.osworld.canary.attempt import REPORT_NAME, CanaryOptions, CanaryReport, run
+from hcu.osworld.canary.sweep_file import SWEPT_VERSION
 from hcu.osworld.errors import PhaseError, policy_for
 from hcu.osworld.osworld_bridge.process import OSWorldProcess, resolve_python
 from hcu.osworld.osworld_bridge.tasks import TaskDefinition, TaskError, load_task
@@ -114,7 +115,7 @@ def select_tasks(opts: SweepOptions) -> list[TaskDefinition]:
         chosen = [task_id for task_id in ids if not wanted_ids or task_id in wanted_ids][:opts.per_domain]
         for task_id in chosen:
             try:
-                tasks.append(load_task("v1", task_id, domain, opts.tasks_dir))
+                tasks.append(load_task(SWEPT_VERSION, task_id, domain, opts.tasks_dir))
             except TaskError as exc:
                 raise SweepError(f"--index: {exc}") from None
     missing = wanted_ids - {t.id for t in tasks}

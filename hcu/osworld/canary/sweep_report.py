@@ -16,6 +16,7 @@ from typing import Any
 
 from hcu.osworld.canary.attempt import CanaryReport
 from hcu.osworld.canary.sweep import SweepState, read_report, report_path
+from hcu.osworld.canary.sweep_file import SWEEP_FILE, SweepTask
 from hcu.osworld.osworld_bridge.tasks import TaskDefinition
 from hcu.record_io import write_atomic, write_json
 
@@ -26,23 +27,22 @@ STAND_IN_BANNER = ("> **STAND-IN ASSETS.** Every task file came from `--asset-st
 
 def _row(task: TaskDefinition, report: CanaryReport | None) -> dict[str, Any]:
     if report is None:
-        return {"task_id": task.id, "domain": task.domain, "outcome": "not run"}
+        return SweepTask(task_id=task.id, domain=task.domain, outcome="not run").model_dump(exclude_unset=True)
     evaluated = report.evaluator is not None
-    row: dict[str, Any] = {
-        "task_id": task.id, "domain": task.domain, "status": report.status, "evaluated": evaluated,
-        "outcome": "passed" if report.status == "passed" else "evaluated, getter read nothing"
+    row = SweepTask(
+        task_id=task.id, domain=task.domain, status=report.status, evaluated=evaluated,
+        outcome="passed" if report.status == "passed" else "evaluated, getter read nothing"
         if evaluated else f"failed ({report.failure_classification})",
-        "feasible": task.evaluator.get("func") != "infeasible",
-        "score": report.evaluator.score if evaluated else None,
-        "failure_classification": report.failure_classification,
-        "error": (report.error or "").split("\n")[0][:400] or None,
-        "duration_sec": report.duration_sec, "stand_ins": report.stand_ins,
-        "nonzero_exits": sum(1 for step in report.setup_steps for a in step.guest_answers
-                             if a.returncode not in (None, 0)),
-    }
-    if evaluated:
-        row["getters_read_nothing"] = [g.getter for g in report.evaluator.getters_read_nothing]
-    return row
+        feasible=task.evaluator.get("func") != "infeasible",
+        score=report.evaluator.score if report.evaluator is not None else None,
+        failure_classification=report.failure_classification,
+        error=(report.error or "").split("\n")[0][:400] or None,
+        duration_sec=report.duration_sec, stand_ins=report.stand_ins,
+        nonzero_exits=sum(1 for step in report.setup_steps for a in step.guest_answers
+                          if a.returncode not in (None, 0)))
+    if report.evaluator is not None:
+        row.getters_read_nothing = [g.getter for g in report.evaluator.getters_read_nothing]
+    return row.model_dump(exclude_unset=True)
 
 
 def _domain(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -120,11 +120,11 @@ def markdown(sweep: dict[str, Any], title: str) -> str:
 def write(out: Path, tasks: list[TaskDefinition], state: SweepState) -> dict[str, Any]:
     """sweep.json and sweep.md in `out`, and the same for each domain in `out/tasks/<domain>/`."""
     sweep = build(out, tasks, state)
-    write_json(out / "sweep.json", sweep)
+    write_json(out / SWEEP_FILE, sweep)
     write_atomic(out / "sweep.md", markdown(sweep, state.run_id).encode())
     for domain in sweep["domains"]:
         part = {**sweep, "total": sweep["domains"][domain], "domains": {domain: sweep["domains"][domain]},
                 "tasks": [r for r in sweep["tasks"] if r["domain"] == domain]}
-        write_json(out / "tasks" / domain / "sweep.json", part)
+        write_json(out / "tasks" / domain / SWEEP_FILE, part)
         write_atomic(out / "tasks" / domain / "sweep.md", markdown(part, f"{state.run_id}, {domain}").encode())
     return sweep

@@ -22,6 +22,7 @@ from hcu import REPO_ROOT
 from hcu.defaults import GATEWAY
 from hcu.flags import Settings, describe_error
 from hcu.osworld.agents import agent_cli
+from hcu.osworld.canary.sweep_file import SweepUnreadable, read_sweep
 from hcu.osworld.errors import HcuOSWorldError
 from hcu.osworld.osworld_bridge.assets import holds_stand_ins
 from hcu.osworld.quota.limits import QuotaLimit, key_problem, unmatched_key, upstreams_in_args
@@ -30,10 +31,10 @@ from hcu.osworld.records.identity import ambiguous_task_id
 from hcu.osworld.settings import SAFE_NAME, SIZE, AttemptSettings, absolute
 
 TUNABLE_KEYS = frozenset({"max_active_tasks", "launch_stagger_seconds", "expected_durations_from", "max_cost_usd",
-                          "forecast_from", "quota"})
+                          "forecast_from", "quota", "baseline"})
 """Keys a resumed run may change; any other difference means a different run (`repeats` may be raised: see
 `lowered_repeats`). `forecast_from` and `quota` change what the queue foresees and how many attempts it lets run
-at once, never what an attempt does or how it is scored."""
+at once, `baseline` what the summary reports beside the score, never what an attempt does or how it is scored."""
 TUNABLE_RAY_KEYS = frozenset({"address"})
 """Keys of `ray` a resumed run may change (a restarted cluster has a new address; its nodes are the same)."""
 
@@ -177,6 +178,11 @@ class RunConfig(ExecutorKeys, AttemptSettings):
     upstream resource (host[:port]) or per deployment (host[:port]@deployment) as the gateway's --upstreams names
     them: the forecast's safe concurrency is what it serves at once."""
 
+    baseline: Path | None = None
+    """A canary sweep's folder (`python -m hcu.osworld.canary_sweep ... --run-evaluator`, holding sweep.json): the
+    run's do-nothing baseline. summarize marks the tasks the evaluator passes in their untouched state and reports
+    the score without them beside the score; the attempts and the score itself are unchanged."""
+
     @field_validator("tasks")
     @classmethod
     def _unique_ids(cls, tasks: list[TaskSpec]) -> list[TaskSpec]:
@@ -269,7 +275,8 @@ def resolve(config: RunConfig, config_path: Path) -> RunConfig:
     panel = config.model_copy(update={
         "run_id": run_id, "results_dir": results_dir, "token_log": token_log, "scope_key_file": scope_key_file,
         "expected_durations_from": None if config.expected_durations_from is None else durations,
-        "forecast_from": None if config.forecast_from is None else pilots})
+        "forecast_from": None if config.forecast_from is None else pilots,
+        "baseline": None if config.baseline is None else absolute(base, config.baseline)})
     if config.ray is not None and config.ray.shared_dir is not None:
         panel.ray = config.ray.model_copy(update={"shared_dir": absolute(base, config.ray.shared_dir)})
     if not config.node_gateways:
@@ -302,6 +309,11 @@ def parse_config(data: object, config_path: Path) -> RunConfig:
         raise ConfigError(f"{config_path}: run_id: expected letters, digits, '.', '_' or '-' "
                           f"(the file name {config_path.stem!r} cannot be one)")
     resolved = resolve(config, config_path)
+    if resolved.baseline is not None:
+        try:
+            read_sweep(resolved.baseline)
+        except SweepUnreadable as exc:
+            raise ConfigError(f"{config_path}: baseline: {exc}") from None
     for index, pilot in enumerate(resolved.forecast_from or []):
         try:
             open_pilot(pilot, resolved.agent, str(resolved.model), resolved.run_dir)

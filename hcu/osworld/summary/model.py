@@ -84,6 +84,8 @@ class GroupFigures(SummaryPart):
     """Mean over tasks of each task's share of repeats scored 1.0; None while a task is withheld."""
     binary_rate_lower_bound: float
     """binary_rate with every missing repeat counted as no success."""
+    ci95: ScoreInterval | None = None
+    """95% interval of the score (of the lower bound while a task is withheld), by the run's method."""
 
 
 class RunIdentity(SummaryPart):
@@ -249,6 +251,43 @@ class Comparison(SummaryPart):
     """Configs written by --rerun-discordant."""
 
 
+class UntouchedTask(SummaryPart):
+    """A config task's untouched state as the baseline's sweep scored it."""
+
+    task_id: str
+    """The config task."""
+    domain: str
+    """Its domain in the run."""
+    score: float | None
+    """The official evaluator's score of the untouched state (setup done, no agent); None when unknown."""
+    why: str = ""
+    """Why the score is unknown (not in the sweep, not run yet, its setup or evaluation failed, a score that is
+    not a number from 0 to 1); empty when it is known."""
+
+
+class Baseline(SummaryPart):
+    """The do-nothing baseline: a canary sweep's scores of each task's untouched state (setup, then the official
+    evaluator, no agent). A task the evaluator passes untouched says nothing about the agent."""
+
+    sweep_dir: str
+    """The canary sweep's folder."""
+    sweep_run_id: str
+    """The sweep's run id."""
+    guest: str
+    """The guest the sweep ran on ("test desktop", or the guest image)."""
+    stand_ins: bool
+    """The sweep ran on generated stand-in task files: an untouched state may differ from the real task's."""
+    passes_untouched: list[UntouchedTask]
+    """Config tasks the evaluator scored above 0 in their untouched state."""
+    fails_untouched: int
+    """Config tasks the evaluator scored 0 in their untouched state."""
+    unknown: list[UntouchedTask]
+    """Config tasks whose untouched score the sweep does not give, with why: never assumed 0."""
+    without_untouched_passes: GroupFigures | None
+    """The run's figures over the tasks left once those passing untouched are taken out (tasks of unknown
+    untouched score stay in), with the interval by the run's method; None when no task is left."""
+
+
 class RunSummary(GroupFigures, RunIdentity):
     """summary.json. Field order is the file's key order: what ran, the run's group figures, then the rest."""
 
@@ -317,10 +356,14 @@ class RunSummary(GroupFigures, RunIdentity):
     """cost_usd over the validly graded attempts: read it next to coverage."""
     compare: Comparison | None = None
     """Only with --compare (absent from the file otherwise)."""
+    baseline: Baseline | None = None
+    """The do-nothing baseline beside the score: only with --baseline or the config's `baseline` (absent from the
+    file otherwise)."""
 
     def to_json(self) -> dict[str, Any]:
-        """The content of summary.json (`compare` only when there is one)."""
-        return self.model_dump(mode="json", exclude={"compare"} if self.compare is None else None)
+        """The content of summary.json (`compare` and `baseline` only when there is one)."""
+        return self.model_dump(mode="json", exclude={key for key in ("compare", "baseline")
+                                                    if getattr(self, key) is None})
 
 
 class SummaryUnreadable(HcuOSWorldError):

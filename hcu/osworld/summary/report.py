@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from hcu.osworld.summary.model import Comparison, Interval, RunSummary, unplaced_figures
+from hcu.osworld.summary.model import Baseline, Comparison, Interval, RunSummary, unplaced_figures
 from hcu.osworld.summary.repeats import TaskScores
 
 LISTED = 30
@@ -22,7 +22,7 @@ PLACED = frozenset({
     "withheld_tasks", "read_nothing_tasks", "attempts", "retried_tasks", "attempts_by_class", "machine_sec",
     "machine_sec_per_valid_result", "model_calls", "tokens", "retried", "by_domain", "by_stratum", "repeats",
     "repeat_policy", "pass_at_k", "pass_hat_k", "run_to_run_sd", "task_list_sd", "cluster_bootstrap_ci95",
-    "cost_usd", "cost_per_valid_result_usd", "compare"})
+    "cost_usd", "cost_per_valid_result_usd", "compare", "baseline"})
 """Fields summary.md has a line or a section of its own for."""
 LEFT_TO_JSON = frozenset({"schema_version", "binary_rate", "statuses", "terminations", "failure_classes",
                           "attempts_without_duration", "retry_policy", "per_task"})
@@ -107,6 +107,7 @@ def _headline(s: RunSummary, repeats: Sequence[int], cost_note: str) -> list[str
         "| | |", "|---|---|",
         f"| Score ({phrase}; denominator: all {n} config tasks) | {score} |",
         f"| 95% interval ({s.ci95.of.replace('_', ' ')}) | {interval(s.ci95)} |",
+        *_baseline_lines(s.baseline),
         *_repeat_lines(s, max(repeats) > 1),
         f"| Lower bound (withheld count as 0) | {pct(s.lower_bound)} |",
         f"| Upper bound (withheld count as 1) | {pct(s.upper_bound)} |",
@@ -128,6 +129,38 @@ def _headline(s: RunSummary, repeats: Sequence[int], cost_note: str) -> list[str
         lines.append(f"| Retried attempts (not scored, spent) | {retried.attempts}: {_duration(retried.machine_sec)}, "
                      f"{retried.model_calls} model calls, {retried.total:,} tokens (input {retried.input_tokens:,}, "
                      f"output {retried.output_tokens:,}; fully accounted {retried.accounted_attempts}) |")
+    return lines
+
+
+def _baseline_lines(b: Baseline | None) -> list[str]:
+    """The score without the tasks the evaluator passes untouched, beside the score (same interval method)."""
+    if b is None:
+        return []
+    unknown = f"; {len(b.unknown)} tasks of unknown untouched score stay in" if b.unknown else ""
+    without = b.without_untouched_passes
+    if without is None:
+        return [f"| Score without the {len(b.passes_untouched)} tasks passing untouched (do-nothing baseline) | "
+                "no task left |"]
+    score = f"**{pct(without.score)}**" if without.score is not None else (
+        f"**withheld** (lower bound {pct(without.lower_bound)})")
+    return [f"| Score without the {len(b.passes_untouched)} tasks passing untouched (do-nothing baseline{unknown}) "
+            f"| {score}; 95% {interval(without.ci95)} |"]
+
+
+def _baseline_section(b: Baseline) -> list[str]:
+    stand_ins = (" **Made with stand-in assets**: an untouched state may differ from the real task's."
+                 if b.stand_ins else "")
+    lines = ["", "## Do-nothing baseline", "",
+             f"The untouched state of each task (setup done, no agent) as the official evaluator scored it in the "
+             f"canary sweep `{b.sweep_dir}` ({b.sweep_run_id}, on {b.guest}).{stand_ins} "
+             f"{len(b.passes_untouched)} tasks pass untouched (they say nothing about the agent), "
+             f"{b.fails_untouched} fail untouched, {len(b.unknown)} unknown (never assumed 0).", ""]
+    if b.passes_untouched:
+        lines += ["### Passing untouched", ""]
+        lines += _listed([f"{t.task_id} ({t.domain}): untouched score {t.score:.3g}" for t in b.passes_untouched])
+    if b.unknown:
+        lines += ["", "### Untouched score unknown", ""]
+        lines += _listed([f"{t.task_id} ({t.domain}): {t.why}" for t in b.unknown])
     return lines
 
 
@@ -240,6 +273,8 @@ def render_markdown(s: RunSummary, tasks: Sequence[TaskScores], cost_note: str) 
                   "OSWorld's score stands; its getter read nothing of the guest's state (None, a failed fetch, "
                   "an error logged), so check these before trusting their zeros.", ""]
         lines += _listed([f"{t.task_id}: {t.getters} (score {pct(t.score)})" for t in s.read_nothing_tasks])
+    if s.baseline is not None:
+        lines += _baseline_section(s.baseline)
     if s.compare is not None:
         lines += _comparison(s.compare)
     lines += ["", "The Wilson and bootstrap intervals cover the luck of which tasks are in the panel; with one repeat "

@@ -20,18 +20,20 @@ from typing import Any, Literal
 import orjson
 
 from hcu.defaults import RETRIES
+from hcu.osworld.canary.sweep_file import SweepFile, SweepUnreadable, read_sweep
 from hcu.osworld.errors import LIMIT_TERMINATIONS, POLICIES, HcuOSWorldError, policy_for
 from hcu.osworld.queue.config import REPEAT_POLICY, ConfigError, RunConfig, validate_config
+from hcu.osworld.summary.baseline import baseline_figures, untouched_of
 from hcu.osworld.summary.compare import compare
 from hcu.osworld.summary.cost import CostFigures, cost_figures
+from hcu.osworld.summary.groups import group_stats, grouped
 from hcu.osworld.summary.model import (
+    Baseline,
     ClassCount,
     ClusterBootstrapInterval,
-    GroupFigures,
     ReadNothingTask,
     RetriedSpend,
     RunSummary,
-    ScoreInterval,
     TokenTotals,
     WithheldTask,
 )
@@ -53,6 +55,8 @@ CSV_COLUMNS = ("task_id", "repeat", "domain", "stratum", "status", "score", "eva
                "termination", "failure_class", "attempts", "model_calls", "tokens", "input_tokens",
                "output_tokens", "duration_sec", "getters_read_nothing", "cost_usd", "task_mean",
                "task_repeats_scored")
+BASELINE_COLUMNS = ("untouched", "untouched_score")
+"""With a do-nothing baseline: how the task's untouched state scored (passes, fails, unknown) and the score."""
 TOKEN_FIELDS = ("input_tokens", "cached_input_tokens", "output_tokens", "reasoning_tokens")
 
 
@@ -71,31 +75,6 @@ def load_run_config(run_dir: Path) -> RunConfig:
         raise SummaryError(f"{path}: not valid JSON ({exc})") from None
     except ConfigError as exc:
         raise SummaryError(str(exc)) from None
-
-
-def group_stats(tasks: list[TaskScores]) -> GroupFigures:
-    """Score, bounds and coverage over a set of tasks; the denominator is every repeat of every task in it."""
-    n = len(tasks) or 1
-    scores = [score for task in tasks for score in task.scores]
-    means = [task.mean for task in tasks if task.mean is not None]
-    withheld = sum(1 for task in tasks if not task.complete)
-    rates = sum(task.successes / task.repeats for task in tasks)
-    lower = sum(task.lower for task in tasks)
-    return GroupFigures(
-        tasks=len(tasks), valid=len(scores), withheld=withheld,
-        coverage=len(scores) / (sum(task.repeats for task in tasks) or 1),
-        score=None if withheld else sum(task.mean for task in tasks) / n,  # type: ignore[misc]
-        lower_bound=lower / n, upper_bound=(lower + sum(task.missing for task in tasks)) / n,
-        valid_mean=sum(means) / len(means) if means else None, raw_score_sum=sum(scores),
-        binary_successes=sum(task.successes for task in tasks),
-        binary_rate=None if withheld else rates / n, binary_rate_lower_bound=rates / n)
-
-
-def _grouped(tasks: list[TaskScores], key: str) -> dict[str, GroupFigures]:
-    groups: dict[str, list[TaskScores]] = {}
-    for task in tasks:
-        groups.setdefault(getattr(task, key), []).append(task)
-    return {name: group_stats(members) for name, members in sorted(groups.items()) if name}
 
 
 def _token_sums(usages: list[Any]) -> dict[str, int]:
@@ -153,20 +132,21 @@ def _repeat_figures(tasks: list[TaskScores], interval_of: Literal["score", "lowe
                                                                resamples=BOOTSTRAP_RESAMPLES, seed=BOOTSTRAP_SEED)}
 
 
+def is_repeated(tasks: list[TaskScores]) -> bool:
+    """Whether the run has repeats: its intervals are then the cluster bootstrap's."""
+    return any(task.repeats > 1 for task in tasks)
+
+
 def summarize_rows(config: RunConfig, tasks: list[TaskScores], retried: list[RetriedAttempt],
-                   cost: CostFigures) -> RunSummary:
+                   cost: CostFigures, baseline: Baseline | None = None) -> RunSummary:
     rows = [row for task in tasks for row in task.rows]
-    overall = group_stats(tasks)
-    of = "lower_bound" if overall.withheld else "score"
-    repeated = any(task.repeats > 1 for task in tasks)
+    repeated = is_repeated(tasks)
+    overall = group_stats(tasks, repeated)
     zeroed = [row for row in rows if row.termination in LIMIT_TERMINATIONS and row.valid]
-    figures = _repeat_figures(tasks, of, cost)
-    interval = figures["cluster_bootstrap_ci95"] if repeated else mean_interval([task.lower for task in tasks])
     return RunSummary(
         run_id=config.run_id, benchmark_version=config.benchmark_version, agent=config.agent,
         model=config.model, effort=config.effort, scripted_model=config.scripted_model,
         **overall.model_dump(),
-        ci95=ScoreInterval(method=interval.method, low=interval.low, high=interval.high, of=of),
         binary_ci95=mean_interval([task.successes / task.repeats for task in tasks]),
         statuses=Counter(row.status for row in rows),
         terminations=Counter(row.termination for row in rows if row.termination),
@@ -181,10 +161,11 @@ def summarize_rows(config: RunConfig, tasks: list[TaskScores], retried: list[Ret
         retried_tasks=sum(1 for task in tasks if any(row.attempts > 1 for row in task.rows)),
         attempts_by_class=attempts_by_class(rows, retried),
         **_spend(rows, retried), retried=_retried_spend(retried, cost.retried),
-        by_domain=_grouped(tasks, "domain"), by_stratum=_grouped(tasks, "stratum"),
+        by_domain=grouped(tasks, "domain", repeated), by_stratum=grouped(tasks, "stratum", repeated),
         retry_policy=RETRIES.policy,
-        **figures,
+        **_repeat_figures(tasks, overall.ci95.of, cost),  # type: ignore[union-attr]
         cost_usd=cost.run, cost_per_valid_result_usd=cost.per_valid_result,
+        baseline=baseline,
     )
 
 
@@ -200,8 +181,24 @@ def attempts_by_class(rows: list[AttemptRow], retried: list[RetriedAttempt]) -> 
     return out
 
 
-def load_run(run_dir: Path) -> Run:
+def read_baseline(run_dir: Path, config: RunConfig, baseline_dir: Path | None) -> tuple[Path, SweepFile] | None:
+    """The sweep `--baseline` names, else the config's `baseline`; SummaryError naming the flag or the key when it
+    is not a canary sweep's folder."""
+    path, key = ((baseline_dir, "--baseline") if baseline_dir is not None
+                 else (config.baseline, f"{run_dir / 'config.json'}: baseline"))
+    if path is None:
+        return None
+    try:
+        return path, read_sweep(path)
+    except SweepUnreadable as exc:
+        raise SummaryError(f"{key}: {exc}") from None
+
+
+def load_run(run_dir: Path, baseline_dir: Path | None = None) -> Run:
+    """The run's rows and summary; with the do-nothing baseline of `baseline_dir` (a canary sweep), else of the
+    config's `baseline`."""
     config = load_run_config(run_dir)
+    sweep = read_baseline(run_dir, config, baseline_dir)
     rows, retried = load_rows(config, run_dir)
     made_with_stand_ins = [row.key for row in rows if row.stand_ins]
     if made_with_stand_ins:
@@ -209,24 +206,32 @@ def load_run(run_dir: Path) -> Run:
                            f"(generated task files, e.g. task {made_with_stand_ins[0]}): not a scored run")
     tasks = task_scores(config, rows)
     cost = cost_figures(config, tasks, retried, sum(len(task.scores) for task in tasks))
-    return Run(run_dir, config, rows, tasks, summarize_rows(config, tasks, retried, cost), cost.note)
+    baseline = (baseline_figures(sweep[0].resolve(), sweep[1], tasks, config.benchmark_version, is_repeated(tasks))
+                if sweep is not None else None)
+    return Run(run_dir, config, rows, tasks, summarize_rows(config, tasks, retried, cost, baseline), cost.note)
 
 
 def write_csv(path: Path, run: Run) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
+    baseline = run.summary.baseline
+    columns = CSV_COLUMNS + (BASELINE_COLUMNS if baseline is not None else ())
     with path.open("w", newline="") as f:
         writer = csv.writer(f)
-        writer.writerow(CSV_COLUMNS)
+        writer.writerow(columns)
         for task in run.tasks:
-            extra = {"task_mean": task.mean, "task_repeats_scored": len(task.scores)}
+            untouched, untouched_score = untouched_of(baseline, task.task_id)
+            extra = {"task_mean": task.mean, "task_repeats_scored": len(task.scores), "untouched": untouched,
+                     "untouched_score": untouched_score}
             for row in task.rows:
-                values = [extra[c] if c in extra else getattr(row, c) for c in CSV_COLUMNS]
+                values = [extra[c] if c in extra else getattr(row, c) for c in columns]
                 writer.writerow(["" if value is None else value for value in values])
 
 
-def summarize(run_dir: Path, compare_dir: Path | None = None, rerun_discordant: int | None = None) -> dict[str, Any]:
-    """Write summary/ for a run directory and return summary.json's content."""
-    run = load_run(run_dir)
+def summarize(run_dir: Path, compare_dir: Path | None = None, rerun_discordant: int | None = None,
+              baseline_dir: Path | None = None) -> dict[str, Any]:
+    """Write summary/ for a run directory and return summary.json's content; `baseline_dir`: a canary sweep
+    whose untouched scores are the do-nothing baseline (default: the config's `baseline`)."""
+    run = load_run(run_dir, baseline_dir)
     if compare_dir is not None:
         run.summary.compare = compare(run, load_run(compare_dir), rerun_discordant)
     out = run_dir / "summary"
