@@ -7,6 +7,7 @@ from collections import Counter
 from itertools import zip_longest
 
 from hcu.osworld.view.attempt_data import AttemptDetail
+from hcu.osworld.view.charts import compare_charts
 from hcu.osworld.view.compare import Comparison, TaskPair
 from hcu.osworld.view.data import AttemptRow, RunData, RunIndex
 from hcu.osworld.view.html import (
@@ -95,6 +96,7 @@ def render_compare(this: RunData, other: RunData, this_index: RunIndex, other_in
     table = _pairs_table(this, other, comparison, links)
     body = (f"<h1>{esc(this.run_id)} vs {esc(other.run_id)}</h1>{stats}"
             f'<div class="side-by-side">{_run_card(this, this_index)}{_run_card(other, other_index)}</div>'
+            + section("Charts", compare_charts(this, other, comparison), anchor="charts")
             + section("Tasks, disagreeing first", table))
     return page(f"compare · {this.run_id} vs {other.run_id}", body, links,
                 [(this.run_id, links.index()), ("compare", None)])

@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from hcu.osworld.summary.model import Interval, RunSummary, unplaced_figures
+from hcu.osworld.summary.model import Baseline, Interval, RunSummary, unplaced_figures
 from hcu.osworld.view.data import AttemptRow
 from hcu.osworld.view.html import MISSING, card, count, esc, kv, pct, seconds, usd
 
@@ -23,7 +23,7 @@ PLACED = frozenset({
     "read_nothing_tasks", "attempts", "retried_tasks", "attempts_by_class", "machine_sec",
     "machine_sec_per_valid_result", "attempts_without_duration", "model_calls", "tokens", "retried", "by_domain",
     "by_stratum", "retry_policy", "repeats", "repeat_policy", "per_task", "cost_usd", "cost_per_valid_result_usd",
-    "compare", *(name for _, name in REPEAT_FIGURES)})
+    "compare", "baseline", *(name for _, name in REPEAT_FIGURES)})
 """RunSummary fields the run page shows in places of their own, or leaves to the files."""
 
 
@@ -67,10 +67,24 @@ def summary_cards(s: RunSummary) -> str:
         card("Cost", usd(s.cost_usd) if costed else "not in summary",
              f"{usd(s.cost_per_valid_result_usd)} per valid result" if costed else ""),
     ]
+    if s.baseline is not None:
+        cards.insert(1, baseline_card(s.baseline))
     if s.repeats is not None:
         cards.append(card("Repeats", f"k = {s.repeats}",
                           f"{esc(s.repeat_policy or 'mean')}; pass@k {figure(s.pass_at_k)}"))
     return f'<div class="cards">{"".join(cards)}</div>'
+
+
+def baseline_card(b: Baseline) -> str:
+    """The score without the tasks the evaluator passes untouched, beside the score."""
+    without = b.without_untouched_passes
+    label = f"Without {len(b.passes_untouched)} passing untouched"
+    if without is None:
+        return card(label, "no task left", "every task passes untouched")
+    value = f"<b>{pct(without.score)}</b>" if without.score is not None else "<b>withheld</b>"
+    unknown = f"; {len(b.unknown)} of unknown untouched score stay in" if b.unknown else ""
+    stand_ins = "; sweep on STAND-IN ASSETS" if b.stand_ins else ""
+    return card(label, value, f"95%: {interval(without.ci95)}; do-nothing baseline{unknown}{stand_ins}")
 
 
 def tally_cards(rows: list[AttemptRow]) -> str:

@@ -8,6 +8,7 @@ from collections import Counter
 from typing import Any
 
 from hcu.osworld.summary.model import RunSummary, TaskRepeats
+from hcu.osworld.view.charts import run_charts
 from hcu.osworld.view.data import AttemptRow, RunData, RunIndex, SummaryFile
 from hcu.osworld.view.figures import other_fields, repeat_figures, summary_cards, tally_cards
 from hcu.osworld.view.html import (
@@ -151,6 +152,12 @@ def _summary_sections(run: RunData, index: RunIndex, file: SummaryFile, links: L
     parts.append(_task_list("Withheld", [(t.task_id, t.reason) for t in s.withheld_tasks], links))
     parts.append(_task_list("Scored although a getter read nothing",
                             [(t.task_id, t.getters) for t in s.read_nothing_tasks], links))
+    if s.baseline is not None:
+        parts.append(_task_list("Pass untouched (the do-nothing baseline: they say nothing about the agent)",
+                                [(t.task_id, f"untouched score {t.score:g}") for t in s.baseline.passes_untouched],
+                                links))
+        parts.append(_task_list("Untouched score unknown (never assumed 0)",
+                                [(t.task_id, t.why) for t in s.baseline.unknown], links))
     if more := other_fields(s, file.unknown):
         parts.append(details("More from summary.json", more))
     return "".join(parts)
@@ -214,6 +221,8 @@ def render_index(run: RunData, links: Links, *, compare_with: str | None = None)
     extra = (absent(f"{len(index.extra_folders)} folders in tasks/ name no task of config.json: "
                     + ", ".join(index.extra_folders[:10])) if index.extra_folders and run.config else "")
     body = (_title_line(run, index) + compare + _headline(run, index, links) + extra
+            + section("Charts", run_charts(run, index.rows), anchor="charts",
+                      note="hover a mark for its figures")
             + section("Attempts", task_table(index.rows, links), anchor="attempts",
                       note="click a header to sort; filters stay in the address") + _records(run))
     return page(f"{run.run_id} · hcu view", body, links, [(run.run_id, None)])
