@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import orjson
@@ -14,11 +15,13 @@ import pytest
 from aiohttp import ClientSession
 from aiohttp.test_utils import TestServer
 
+from hcu.osworld.summary.run_summary import summarize
 from hcu.osworld.view.data import RunData
 from hcu.osworld.view.links import ServedLinks
 from hcu.osworld.view.server import make_app
 from hcu.osworld.view.site import Site
 from hcu.record_io import write_json
+from tests.summary.baseline_run import make_run, make_sweep
 from tests.view.sample_run import Attempt, SampleRun, build_run
 
 LINKS = ServedLinks()
@@ -101,3 +104,17 @@ async def test_the_recording_is_offered_and_served_in_ranges(sample: SampleRun) 
         async with session.get(f"{base}/files/tasks/{key}/recording.mp4", headers={"Range": "bytes=0-7"}) as response:
             assert response.status == 206 and response.headers["Content-Type"] == "video/mp4"
             assert await response.read() == (sample.run_dir / "tasks" / key / "recording.mp4").read_bytes()[:8]
+
+
+def test_the_do_nothing_baseline_stands_beside_the_score(tmp_path: Path) -> None:
+    sweep, ids = make_sweep(tmp_path)
+    run_dir = make_run(tmp_path, ids)
+    summarize(run_dir, baseline_dir=sweep)
+    html = Site(RunData(run_dir)).index(LINKS)
+    assert "Without 2 passing untouched" in html and "<b>60.0%</b>" in html
+    assert 'Pass untouched (the do-nothing baseline: they say nothing about the agent) (2)' in html
+    assert "Untouched score unknown (never assumed 0) (3)" in html and "not in the sweep" in html
+    chart = html[html.index('<svg viewBox'):html.index("</svg>") + len("</svg>")]
+    labels = [g.get("data-label") for g in ET.fromstring(chart).iter("g") if g.get("data-mark") == "estimate"]
+    assert labels == ["all tasks", "without 2 passing untouched", "chrome", "os"]
+    assert "More from summary.json" not in html, "the baseline has places of its own"
