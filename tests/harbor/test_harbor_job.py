@@ -14,6 +14,8 @@ import orjson
 import pytest
 
 from hcu import REPO_ROOT
+from hcu.osworld.canary.sweep_file import SweepFile, SweepTask
+from hcu.osworld.summary.run_summary import summarize
 from hcu.record_io import write_json
 from tests.harbor.harbor_env import harbor_reads
 from tests.view.sample_run import Attempt, SampleRun, build_run, file_list
@@ -115,3 +117,27 @@ def test_no_credential_or_scope_secret_in_the_export(exported):
         data = path.read_bytes()
         for secret in [*sample.secrets, UPSTREAM]:
             assert secret.encode() not in data, f"{path} holds a secret"
+
+
+def test_the_do_nothing_baseline_is_a_second_metric_harbor_reads(tmp_path: Path) -> None:
+    """t-pass passes untouched, t-eval's untouched state is unknown; Harbor's mean first, then the same mean without
+    t-pass's trials."""
+    sample = build_run(tmp_path, "based-run", [a for a in ATTEMPTS if a.task_id != "t-old"])
+    sweep = tmp_path / "sweep"
+    rows = [SweepTask(task_id=a.task_id, domain="os", outcome="passed", status="passed", evaluated=True,
+                      score=1.0 if a.task_id == "t-pass" else 0.0) for a in ATTEMPTS if a.task_id != "t-eval"]
+    write_json(sweep / "sweep.json", SweepFile(run_id="sweep-h", tasks=rows).model_dump(mode="json"))
+    summarize(sample.run_dir, baseline_dir=sweep)
+    out = tmp_path / "jobs"
+    proc = subprocess.run([sys.executable, "-m", "hcu.osworld.export", str(sample.run_dir), "--format", "harbor",
+                           "--out", str(out)], capture_output=True, text=True, cwd=REPO_ROOT, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    [job] = harbor_reads("jobs", out)["jobs"]
+    assert job["errors"] == []
+    rewards = {key: reward for key, reward in REWARDS.items() if key != "t-old"}
+    kept = [reward for key, reward in rewards.items() if not key.startswith("t-pass")]
+    [group] = job["written_stats"]["evals"].values()
+    assert group["metrics"] == [{"mean": sum(rewards.values()) / len(rewards)},
+                                {"mean_without_untouched_passes": sum(kept) / len(kept), "tasks_passing_untouched": 1,
+                                 "tasks_of_unknown_untouched_score": 1}]
+    assert job["harbor_mean"] == {"mean": sum(rewards.values()) / len(rewards)}, "Harbor's own mean is untouched"

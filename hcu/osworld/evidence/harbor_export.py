@@ -9,7 +9,10 @@
   into image content parts), the screenshots it shows under `agent/steps/`, and `agent/recording.mp4`.
 
 A withheld attempt (no usable score) is an errored trial without a reward, never a reward of 0. The mean is
-Harbor's: over the trials that have a reward. A job total (tokens, cost) is unknown when any trial's is.
+Harbor's: over the trials that have a reward. With a do-nothing baseline in the run's summary.json (`summarize
+--baseline`), a second metric beside it gives the same mean without the trials of tasks the evaluator passes
+untouched, and how many tasks pass untouched or are of unknown untouched score. A job total (tokens, cost) is
+unknown when any trial's is.
 Everything written is redacted; files carry the permissions of the attempt's result.json.
 """
 
@@ -49,6 +52,7 @@ from hcu.osworld.evidence.recording import RECORDING_NAME
 from hcu.osworld.evidence.redact import Redactor
 from hcu.osworld.records.layout import META_FILE, TRAJECTORY_FILE
 from hcu.osworld.records.result import PhaseTiming
+from hcu.osworld.summary.model import Baseline, SummaryUnreadable, parse_summary
 from hcu.osworld.summary.rows import STATUS_CLASSES
 
 DATASET = "osworld"
@@ -56,6 +60,8 @@ DATASET = "osworld"
 AGENT_DIR = "agent"
 IDS = uuid.UUID("6d1f3c52-5f0e-4d47-9a43-0b6c1e0a8f21")
 """The namespace of the job and trial ids: the same run exports with the same ids."""
+BASELINE_METRIC = "mean_without_untouched_passes"
+"""The second metric's mean: Harbor's, without the trials of tasks the evaluator passes in their untouched state."""
 TIMED_PHASES = {"environment_setup": ("boot", "isolate", "setup"), "agent_setup": ("upload", "probe"),
                 "agent_execution": ("agent",), "verifier": ("evaluate",)}
 """Harbor's timed parts of a trial, from hcu's phases."""
@@ -88,7 +94,7 @@ def export_harbor_job(run_dir: Path, out: Path) -> HarborExport:
     retries = sum(1 for p in (run_dir / "retries").iterdir() if p.is_dir()) if (run_dir / "retries").is_dir() else 0
     config = JobConfig(job_name=job_name, jobs_dir=str(out.resolve()), n_attempts=max(
         (a.repeat for a in attempts), default=1), agents=_agents(trials))
-    job = _job_result(job_id, trials, retries, fallback_start=run_dir.stat().st_mtime)
+    job = _job_result(job_id, trials, retries, fallback_start=run_dir.stat().st_mtime, baseline=_baseline(run_dir))
     job_files = FileWriter(job_dir, None)
     _write(job_files, "config.json", config)
     _write(job_files, "result.json", job)
@@ -243,7 +249,26 @@ def _agents(trials: list[TrialResult]) -> list[AgentConfig]:
     return list(agents.values())
 
 
-def _job_result(job_id: uuid.UUID, trials: list[TrialResult], retries: int, fallback_start: float) -> JobResult:
+def _baseline(run_dir: Path) -> Baseline | None:
+    """The do-nothing baseline summarize reported for the run (None without one, or without a summary.json that
+    reads)."""
+    try:
+        summary, _ = parse_summary(orjson.loads((run_dir / "summary" / "summary.json").read_bytes()))
+    except (OSError, orjson.JSONDecodeError, SummaryUnreadable):
+        return None
+    return summary.baseline
+
+
+def _baseline_metric(rewards: list[tuple[str, float]], baseline: Baseline) -> dict[str, float | int]:
+    """Harbor's mean over the rewarded trials, without those of tasks passing untouched; and the tasks' counts."""
+    passing = {task.task_id for task in baseline.passes_untouched}
+    kept = [reward for task, reward in rewards if task not in passing]
+    mean = {BASELINE_METRIC: sum(kept) / len(kept)} if kept else {}
+    return {**mean, "tasks_passing_untouched": len(passing), "tasks_of_unknown_untouched_score": len(baseline.unknown)}
+
+
+def _job_result(job_id: uuid.UUID, trials: list[TrialResult], retries: int, fallback_start: float,
+                baseline: Baseline | None = None) -> JobResult:
     stats = JobStats(n_completed_trials=len(trials), n_retries=retries,
                      n_errored_trials=sum(t.exception_info is not None for t in trials))
     for trial in trials:
@@ -255,8 +280,10 @@ def _job_result(job_id: uuid.UUID, trials: list[TrialResult], retries: int, fall
             group.n_errors += 1
             group.exception_stats.setdefault(trial.exception_info.exception_type, []).append(trial.trial_name)
     for key, group in stats.evals.items():
-        rewards = [t.reward for t in trials if t.reward is not None and _key_of(t) == key]
-        group.metrics = [{MEAN_METRIC: sum(rewards) / len(rewards)}] if rewards else []
+        rewards = [(t.task_name, t.reward) for t in trials if t.reward is not None and _key_of(t) == key]
+        group.metrics = [{MEAN_METRIC: sum(r for _, r in rewards) / len(rewards)}] if rewards else []
+        if rewards and baseline is not None:
+            group.metrics.append(_baseline_metric(rewards, baseline))
     usages = [t.agent_result for t in trials]
     for field in ("n_input_tokens", "n_cache_tokens", "n_output_tokens", "cost_usd"):
         values = [getattr(u, field) if u else None for u in usages]

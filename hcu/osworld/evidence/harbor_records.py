@@ -118,7 +118,8 @@ class EvalStats(BaseModel):
     n_trials: int = 0
     """Trials with a reward."""
     n_errors: int = 0
-    metrics: list[dict[str, float]] = []
+    metrics: list[dict[str, float | int]] = []
+    """Harbor's mean first; with a do-nothing baseline, its metric second (harbor_export.BASELINE_METRIC)."""
     reward_stats: dict[str, dict[float, list[str]]] = {}
     """Reward name -> value -> the trials that got it."""
     exception_stats: dict[str, list[str]] = {}
