@@ -123,3 +123,5 @@ def test_a_statistic_added_to_the_model_is_listed_in_summary_md(tmp_path: Path) 
     md = render_markdown(summary, run.tasks, run.cost_note)
     assert "| Score of an agent that does nothing, on the same tasks (`do_nothing_baseline`) | 0.125 |" in md
     assert "do_nothing_baseline" not in render_markdown(run.summary, run.tasks, run.cost_note)
+    older = WithBaseline(**run.summary.model_dump())  # a file from before the statistic: the key is not set
+    assert "do_nothing_baseline" not in render_markdown(older, run.tasks, run.cost_note), "not computed: not listed"

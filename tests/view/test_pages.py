@@ -117,4 +117,4 @@ def test_the_do_nothing_baseline_stands_beside_the_score(tmp_path: Path) -> None
     chart = html[html.index('<svg viewBox'):html.index("</svg>") + len("</svg>")]
     labels = [g.get("data-label") for g in ET.fromstring(chart).iter("g") if g.get("data-mark") == "estimate"]
     assert labels == ["all tasks", "without 2 passing untouched", "chrome", "os"]
-    assert "More from summary.json" not in html, "the baseline has places of its own"
+    assert "The do-nothing baseline beside the score" not in html, "not under More from summary.json: placed"

@@ -390,6 +390,8 @@ def parse_summary(value: object) -> tuple[RunSummary, dict[str, Any]]:
 
 def unplaced_figures(summary: RunSummary, placed: frozenset[str]) -> list[tuple[str, str, Any]]:
     """(name, description, value) of every field a page has no place of its own for, in file order: a statistic
-    added to the model shows wherever summaries are shown without touching the pages."""
+    added to the model shows wherever summaries are shown without touching the pages. A field the summary does not
+    hold (a file from before the statistic) is left out: that summarize did not compute it."""
     return [(name, " ".join((info.description or name).split()).split(". ")[0].rstrip("."), getattr(summary, name))
-            for name, info in type(summary).model_fields.items() if name not in placed]
+            for name, info in type(summary).model_fields.items()
+            if name not in placed and name in summary.model_fields_set]
