@@ -19,15 +19,17 @@ from pathlib import Path
 
 from PIL import Image
 
-from hcu import REPO_ROOT
-from hcu.osworld.canary.sweep_file import SWEEP_FILE, SweepFile, SweepTask
-from hcu.osworld.summary.run_summary import summarize
-from hcu.osworld.view.data import RunData
-from hcu.osworld.view.export import export
-from hcu.osworld.view.site import Site
-from hcu.record_io import write_json
-from tests.view.browser import chromium, wait_for
-from tests.view.sample_run import DOMAINS, Attempt, Outcome, build_run
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the run builder and the browser live in tests/view
+
+from hcu import REPO_ROOT  # noqa: E402
+from hcu.osworld.canary.sweep_file import SWEEP_FILE, SweepFile, SweepTask  # noqa: E402
+from hcu.osworld.summary.run_summary import summarize  # noqa: E402
+from hcu.osworld.view.data import RunData  # noqa: E402
+from hcu.osworld.view.export import export  # noqa: E402
+from hcu.osworld.view.site import Site  # noqa: E402
+from hcu.record_io import write_json  # noqa: E402
+from tests.view.browser import chromium, wait_for  # noqa: E402
+from tests.view.sample_run import DOMAINS, Attempt, Outcome, build_run  # noqa: E402
 
 OUT = REPO_ROOT / "docs" / "images" / "viewer-charts.png"
 TASKS, REPEATS, SEED = 40, 3, 20261202

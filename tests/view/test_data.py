@@ -71,6 +71,20 @@ def test_rows_follow_result_files_as_they_change(tmp_path: Path) -> None:
     assert [row.score for row in data.index().rows] == [1.0, 1.0]
 
 
+def test_the_summary_is_read_once_until_it_changes(tmp_path: Path) -> None:
+    sample = build_run(tmp_path, "summed", [Attempt("t-1", "fail")])
+    data = RunData(sample.run_dir)
+    first = data.summary_file()
+    assert data.summary_file() is first, "a page asks more than once; the file is parsed once"
+    path = sample.run_dir / "summary" / "summary.json"
+    write_json(path, orjson.loads(path.read_bytes()) | {"score": 1.0, "run_id": "summed-again"})
+    assert data.summary() is not None and (data.summary().score, data.summary().run_id) == (1.0, "summed-again")
+    path.write_text("{torn")
+    assert data.summary() is None and data.summary_file().problem.startswith("summary/summary.json: not JSON")
+    path.unlink()
+    assert data.summary_file().summary is None and data.summary_file().problem is None
+
+
 def test_old_torn_and_foreign_records_still_open(tmp_path: Path) -> None:
     sample = build_run(tmp_path, "old", [Attempt("t-1", "pass"), Attempt("t-2", "pass"), Attempt("t-3", "pass"),
                                          Attempt("t-4", "no_result")])

@@ -178,6 +178,8 @@ class RunData:
         self._tasks = self._config_tasks()
         self._known = set(self._tasks)
         self._cache: dict[str, tuple[tuple[int, int], AttemptRow]] = {}
+        self._summary: tuple[tuple[int, int], SummaryFile] | None = None
+        """summary.json as last read, with the (mtime, size) it was read at: a page asks for it more than once."""
 
     @property
     def run_id(self) -> str:
@@ -208,8 +210,19 @@ class RunData:
         return None if value is None else self.redactor.value(value)
 
     def summary_file(self) -> SummaryFile:
-        """summary.json read through the summary's model (redacted first); a torn or foreign one says why."""
+        """summary.json read through the summary's model (redacted first), again only once the file changed; a torn
+        or foreign one says why."""
         path = self.run_dir / "summary" / "summary.json"
+        try:
+            stat = path.stat()
+        except OSError:
+            return self._read_summary(path)  # missing or unreadable: said so, nothing kept
+        stamp = (stat.st_mtime_ns, stat.st_size)
+        if self._summary is None or self._summary[0] != stamp:
+            self._summary = (stamp, self._read_summary(path))
+        return self._summary[1]
+
+    def _read_summary(self, path: Path) -> SummaryFile:
         try:
             value = orjson.loads(path.read_bytes())
         except FileNotFoundError:
