@@ -2,8 +2,9 @@
 
 Writes RUN_DIR/summary/summary.json, tasks.csv (one row per repeat of each task) and summary.md (and, with
 --compare and --rerun-discordant, configs that re-run just the tasks the two runs disagree on). Scoring rules
-are in rows.py, repeats and their statistics in repeats.py, intervals in stats.py, cost in cost.py; summary.json
-is the model in model.py, built here (`summarize_rows`).
+are in rows.py, repeats and their statistics in repeats.py, intervals in stats.py, the figures of a set of tasks
+in groups.py, cost in cost.py, the do-nothing baseline in baseline.py; summary.json is the model in model.py,
+built here (`summarize_rows`).
 
 A task's score is the mean of its repeats; the run's score is the mean of the task scores over every config
 task (withheld, with bounds, while any repeat lacks a usable score). With one repeat per task every figure is

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from hcu.osworld.summary.model import GroupFigures, Interval, RunSummary
+from hcu.osworld.summary.model import GroupFigures, Interval, RunSummary, ScoreInterval
 from hcu.osworld.view.compare import Comparison
 from hcu.osworld.view.data import AttemptRow, RunData
 from hcu.osworld.view.html import absent, esc, pct, score_band, usd
@@ -16,6 +16,7 @@ from hcu.osworld.view.plots import (
     Estimate,
     Placed,
     Ranked,
+    Shape,
     clock,
     estimate_rows,
     histogram,
@@ -43,8 +44,8 @@ def _interval_text(ci: Interval | None) -> str:
         f"95% {pct(ci.low)} to {pct(ci.high)} ({ci.method})")
 
 
-def _estimate(label: str, g: GroupFigures, ci: Interval | None, *, strong: bool = False) -> Estimate:
-    of = getattr(ci, "of", "score")
+def _estimate(label: str, g: GroupFigures, ci: ScoreInterval | None, *, strong: bool = False) -> Estimate:
+    of = ci.of if ci is not None else "score"
     score = f"score {pct(g.score)}" if g.score is not None else "score withheld"
     short = (pct(g.score) if g.score is not None else f"≥ {pct(g.lower_bound)}") + (
         f" · {pct(ci.low)}–{pct(ci.high)}" if ci is not None else "")
@@ -132,7 +133,7 @@ def paired_chart(this: RunData, other: RunData, comparison: Comparison) -> str:
                          keys=("discordant task", "same score in both"), reference=reference)
 
 
-def _placed(run: RunData, shape: str) -> tuple[Placed | None, str]:
+def _placed(run: RunData, shape: Shape) -> tuple[Placed | None, str]:
     """The run's point (score against cost per valid result), or why it has none."""
     s = run.summary()
     if s is None:
@@ -142,8 +143,7 @@ def _placed(run: RunData, shape: str) -> tuple[Placed | None, str]:
     value, of = (s.score, "score") if s.score is not None else (s.lower_bound, "lower bound (tasks withheld)")
     detail = (f"{of} {pct(value)}, 95% {pct(s.ci95.low)} to {pct(s.ci95.high)} ({s.ci95.method}); "
               f"{usd(s.cost_per_valid_result_usd)} per valid result ({s.valid} valid, coverage {pct(s.coverage)})")
-    return Placed(run.run_id, s.cost_per_valid_result_usd, value, s.ci95.low, s.ci95.high, shape,  # type: ignore[arg-type]
-                  detail), ""
+    return Placed(run.run_id, s.cost_per_valid_result_usd, value, s.ci95.low, s.ci95.high, shape, detail), ""
 
 
 def cost_chart(this: RunData, other: RunData) -> str:

@@ -65,18 +65,20 @@ def clock(seconds: float) -> str:
     return f"{sec}s"
 
 
-def _whisker(x: Linear | None, y: Linear | None, at: float, low: float, high: float, cap: float = 5) -> str:
-    """An interval's line with end caps: horizontal (x scale, at a pixel row) or vertical (y scale, at a column)."""
-    if x is not None:
-        a, b = x(low), x(high)
-        return (element("line", {"x1": a, "x2": b, "y1": at, "y2": at, "stroke": INK, "stroke_width": 1.5})
-                + "".join(element("line", {"x1": e, "x2": e, "y1": at - cap, "y2": at + cap, "stroke": INK,
-                                           "stroke_width": 1.5}) for e in (a, b)))
-    assert y is not None
+def _line(x1: float, x2: float, y1: float, y2: float) -> str:
+    return element("line", {"x1": x1, "x2": x2, "y1": y1, "y2": y2, "stroke": INK, "stroke_width": 1.5})
+
+
+def across(x: Linear, at: float, low: float, high: float, cap: float = 5) -> str:
+    """An interval along x at pixel row `at`: a line with end caps."""
+    a, b = x(low), x(high)
+    return _line(a, b, at, at) + _line(a, a, at - cap, at + cap) + _line(b, b, at - cap, at + cap)
+
+
+def upright(y: Linear, at: float, low: float, high: float, cap: float = 5) -> str:
+    """An interval along y at pixel column `at`: a line with end caps."""
     a, b = y(low), y(high)
-    return (element("line", {"x1": at, "x2": at, "y1": a, "y2": b, "stroke": INK, "stroke_width": 1.5})
-            + "".join(element("line", {"x1": at - cap, "x2": at + cap, "y1": e, "y2": e, "stroke": INK,
-                                       "stroke_width": 1.5}) for e in (a, b)))
+    return _line(at, at, a, b) + _line(at - cap, at + cap, a, a) + _line(at - cap, at + cap, b, b)
 
 
 def _shape(kind: str, cx: float, cy: float, size: float, **paint: object) -> str:
@@ -119,16 +121,14 @@ def estimate_rows(chart_id: str, name: str, description: str, rows: Sequence[Est
         shapes = [element("rect", {"x": frame.x0, "y": mid - 5, "width": max(x(row.bar) - frame.x0, 0.0),
                                    "height": 10, **fill_attrs(chart_id, BAR)})]
         if row.low is not None and row.high is not None:
-            shapes.append(_whisker(x, None, mid, row.low, row.high))
+            shapes.append(across(x, mid, row.low, row.high))
         if row.value is not None:
             shapes.append(_shape("circle", x(row.value), mid, 4.5, fill=INK, stroke="#fff"))
         shapes.append(text(frame.x0 - 6, mid + 4, row.label, anchor="end", weight="bold" if row.strong else None))
         shapes.append(text(frame.x1 + 8, mid + 4, row.note, fill=DIM))
         body.append(mark("estimate", f"{row.label}: {row.detail}", "".join(shapes), label=row.label))
     point = _shape("circle", 6, 6, 4.5, fill=INK)
-    whisker = (element("line", {"x1": 0, "x2": 12, "y1": 6, "y2": 6, "stroke": INK, "stroke_width": 1.5})
-               + element("line", {"x1": 0.75, "x2": 0.75, "y1": 2, "y2": 10, "stroke": INK})
-               + element("line", {"x1": 11.25, "x2": 11.25, "y1": 2, "y2": 10, "stroke": INK}))
+    whisker = across(Linear(0.0, 1.0, 1.0, 11.0), 6, 0.0, 1.0, cap=4)
     body.append(legend(chart_id, frame.x0, 16, [(swatch(chart_id, BAR), keys[0]), (point, keys[1]),
                                                 (whisker, keys[2])]))
     return chart(chart_id, name, description, frame, "".join(body))
@@ -263,8 +263,7 @@ def interval_scatter(chart_id: str, name: str, description: str, points: Sequenc
             x_axis(frame, x, ticks(0.0, x_hi, x_step), x_label, x_fmt)]
     for point in points:
         px, py = x(point.x), y(point.y)
-        shapes = _whisker(None, y, px, point.low, point.high) if point.low is not None and point.high is not None \
-            else ""
+        shapes = upright(y, px, point.low, point.high) if point.low is not None and point.high is not None else ""
         shapes += _shape(point.shape, px, py, 6, fill=ACCENT if point.shape == "circle" else INK, stroke="#fff")
         shapes += text(px + 10, py - 8, point.label, weight="bold")
         body.append(mark("point", f"{point.label}: {point.detail}", shapes, label=point.label))
