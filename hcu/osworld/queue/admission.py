@@ -78,7 +78,7 @@ class AutoAdmission:
         self.heard: list[float | None] = []
         """Launch times of rate-limited attempts the rule has not heard of yet."""
         self.last: Decision | None = None
-        self.last_at, self.sampled_at, self.read = 0.0, -math.inf, False
+        self.sampled_at, self.read = -math.inf, False
 
     def begin(self, safe_concurrency: int | None, now: float) -> Decision:
         """The starting limit: resumed, else the forecast's, else the default."""
@@ -97,8 +97,8 @@ class AutoAdmission:
             limit, previous, signal = self.rule.start, None, "default"
             reason = f"no forecast of the quota: ADMISSION.start {self.rule.start}"
         self.controller = Controller(self.rule, ceiling, limit, changed_at=now, lowered_at=lowered_at)
-        self.last, self.last_at = Decision(LimitChange(self.controller.limit, previous, signal, reason),
-                                           self._fields(self.controller, None)), now
+        self.last = Decision(LimitChange(self.controller.limit, previous, signal, reason),
+                             self._fields(self.controller, None))
         return self.last
 
     @property
@@ -109,8 +109,9 @@ class AutoAdmission:
         """An attempt ended upstream_rate_limit (launched at `launched_at`, None when unknown)."""
         self.heard.append(launched_at)
 
-    def tick(self, now: float, active: Iterable[ActiveAttempt]) -> Decision | None:
-        """Read the gateways (when due) and let the rule decide; the change, if any."""
+    def tick(self, now: float, active: Iterable[ActiveAttempt], slots: int | None) -> Decision | None:
+        """Read the gateways (when due) and let the rule decide, with `slots` the executor's capacity now; the
+        change, if any."""
         controller = self.controller
         if controller is None:
             return None
@@ -125,10 +126,10 @@ class AutoAdmission:
         reading = None if reports is None else reading_of(reports, now, self.rule.window_sec, self.config.quota)
         self.read = reading is not None
         demanding = [self._scope(a) for a in running if read_phase(a.result_dir)[0] == AGENT_PHASE]
-        change = controller.observe(now, len(running), demanding, reading)
+        change = controller.observe(now, len(running), demanding, reading, slots)
         if change is None:
             return None
-        self.last, self.last_at = Decision(change, self._fields(controller, change.stats)), now
+        self.last = Decision(change, self._fields(controller, change.stats))
         return self.last
 
     def _scope(self, active: ActiveAttempt) -> str:
@@ -150,7 +151,7 @@ class AutoAdmission:
         if self.controller is None or self.last is None:
             return f"Admission auto: starting (ceiling {self.config.active_ceiling})."
         change, stats = self.last.change, self.controller.window(now)
-        at = time.strftime("%H:%M:%S UTC", time.gmtime(self.last_at))
+        at = time.strftime("%H:%M:%S UTC", time.gmtime(self.controller.changed_at))
         share = "no agent time measured yet" if stats.wait_share is None else \
             f"{stats.wait_share:.1%} of agent time waited on rate limits over the last {stats.span_sec:.0f} s"
         headroom = "" if stats.headroom is None else f"; upstream headroom {stats.headroom:.0%}"

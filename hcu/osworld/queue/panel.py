@@ -158,7 +158,8 @@ class PanelQueue:
                 self._event("limit", **self.admission.begin(safe, self.clock.time()).event)
             while self.active or (self.pending and not self.stopped):
                 self._reap()
-                if self.admission and (limit := self.admission.tick(self.clock.time(), self.active.values())):
+                if self.admission and (limit := self.admission.tick(self.clock.time(), self.active.values(),
+                                                                     self.executor.capacity())):
                     self._event("limit", **limit.event)
                 self._launch_due()
                 self._record_nodes()

@@ -9,16 +9,17 @@ differenced between readings; a wait in progress counts up to the reading). With
   limit after the runner's resumes), launched after the last lowering, multiplies the limit by
   `rate_limited_factor`;
 - **lower on waits**: more than `lower_above` of the agent time waited, over at least `lower_hold_sec` since the
-  last change, with the limit in effect (no more attempts running than it allows: after a lowering the attempts
-  already running finish first, so their waits do not lower it again) multiplies it by `lower_factor`;
+  limit took effect (after a lowering, once no more attempts run than it allows: the attempts already running
+  finish first, and their waits do not lower it again) multiplies it by `lower_factor`;
 - **raise**: less than `raise_below` waited over the window, at least `raise_hold_sec` since the last change, the
-  limit actually reached (as many attempts running as it allows, and those in their agent phase averaging at least
-  `busy_share` of it over the window: no growth while memory, node slots or an empty queue keep the count below
-  it) and, where the gateways saw an upstream's limit headers, at least `min_headroom` of a limit left on one of
-  the upstreams (new attempts go to the one with the most) adds `raise_fraction` of the limit, at least one.
+  limit actually reached (as many attempts running as it allows, those in their agent phase averaging at least
+  `busy_share` of it over the window, and fewer than the executor's slots: no growth while memory, node slots or
+  an empty queue keep the count below it) and, where the gateways saw an upstream's limit headers, at least
+  `min_headroom` of a limit left on one of the upstreams (new attempts go to the one with the most) adds
+  `raise_fraction` of the limit, at least one.
 
 Never below 1, never above the ceiling; a lowering always removes at least one. The measurement never reaches back
-before the last change, so each decision reads the limit it judges. Nothing here stops an attempt: the queue only
+before the limit took effect, so each decision reads the limit it judges. Nothing here stops an attempt: the queue only
 holds new launches. The caller passes the time (its clock) and the readings (its gateways): tests inject both.
 """
 
@@ -100,6 +101,9 @@ class Controller:
     limit: int
     changed_at: float
     """When the limit last changed (or was set at the queue's start)."""
+    effective_at: float | None = None
+    """When it took effect: at once for a raise, for a lowering once no more attempts ran than it allows (None:
+    not yet)."""
     lowered_at: float = -math.inf
     """When it was last lowered: a rate-limited attempt launched before that is already answered."""
     spans: deque[_Span] = field(default_factory=deque)
@@ -109,6 +113,7 @@ class Controller:
 
     def __post_init__(self) -> None:
         self.limit = max(1, min(self.ceiling, self.limit))
+        self.effective_at = self.changed_at
 
     def rate_limited(self, launched_at: float | None) -> None:
         """An attempt ended `upstream_rate_limit` (launched at `launched_at`, None when unknown); the next
@@ -116,23 +121,26 @@ class Controller:
         if launched_at is None or launched_at >= self.lowered_at:
             self.rate_limited_pending = True
 
-    def observe(self, at: float, running: int, demanding: Collection[str],
-                reading: Reading | None) -> LimitChange | None:
+    def observe(self, at: float, running: int, demanding: Collection[str], reading: Reading | None,
+                slots: int | None = None) -> LimitChange | None:
         """Take a reading (None: the gateways could not be read) with `running` attempts, those of `demanding` (their
-        scopes) in their agent phase; the change it makes, if any."""
+        scopes) in their agent phase, and `slots` the executor has now (None: unbounded); the change it makes, if
+        any."""
         if reading is not None:
             self._add(at, frozenset(demanding), reading)
+        if self.effective_at is None and running <= self.limit:
+            self.effective_at = at
         stats = self.window(at)
         if self.rate_limited_pending:
             self.rate_limited_pending = False
             return self._lower(at, self.rule.rate_limited_factor, "rate_limited",
                                "an attempt ended upstream_rate_limit (its turn still rate-limited after the resumes)",
                                stats)
-        share, since = stats.wait_share, at - self.changed_at
-        if share is None:
+        if self.effective_at is None or stats.wait_share is None:
             return None
+        share, since = stats.wait_share, at - self.effective_at
         if (share > self.rule.lower_above and since >= self.rule.lower_hold_sec
-                and stats.span_sec >= self.rule.lower_hold_sec / 2 and running <= self.limit):
+                and stats.span_sec >= self.rule.lower_hold_sec / 2):
             return self._lower(at, self.rule.lower_factor, "waits",
                                f"{share:.1%} of agent time waited on rate limits over {stats.span_sec:.0f} s "
                                f"(above {self.rule.lower_above:.0%})", stats)
@@ -140,7 +148,7 @@ class Controller:
         roomy = stats.headroom is None or stats.headroom >= self.rule.min_headroom
         if (share < self.rule.raise_below and since >= self.rule.raise_hold_sec and enough and roomy
                 and running >= self.limit and stats.busy(self.limit) >= self.rule.busy_share
-                and self.limit < self.ceiling):
+                and self.limit < min(self.ceiling, self.ceiling if slots is None else slots)):
             room = "" if stats.headroom is None else f", {stats.headroom:.0%} of an upstream's limit left"
             new = min(self.ceiling, self.limit + max(1, math.floor(self.limit * self.rule.raise_fraction)))
             return self._change(at, new, "no_waits", f"{share:.1%} of agent time waited on rate limits over "
@@ -148,8 +156,8 @@ class Controller:
         return None
 
     def window(self, at: float) -> WindowStats:
-        """The signal since the last change, at most `window_sec` back."""
-        begin = max(self.changed_at, at - self.rule.window_sec)
+        """The signal since the limit took effect, at most `window_sec` back (nothing while it has not)."""
+        begin = at if self.effective_at is None else max(self.effective_at, at - self.rule.window_sec)
         spans = [span for span in self.spans if span.start >= begin]
         headroom = next((span.headroom for span in reversed(spans) if span.headroom is not None), None)
         return WindowStats(span_sec=sum(span.end - span.start for span in spans),
@@ -176,5 +184,6 @@ class Controller:
 
     def _change(self, at: float, new: int, signal: str, reason: str, stats: WindowStats) -> LimitChange:
         change = LimitChange(new, self.limit, signal, reason, stats)
+        self.effective_at = at if new > self.limit else None
         self.limit, self.changed_at = new, at
         return change
