@@ -72,8 +72,8 @@ class Decision:
 class AutoAdmission:
     """The queue's admission under auto: `begin` once what the last queue left is taken, then `tick` every poll."""
 
-    def __init__(self, config: RunConfig, reports: ReportSource, rule: AdmissionDefaults = ADMISSION) -> None:
-        self.config, self.reports, self.rule = config, reports, rule
+    def __init__(self, config: RunConfig, reports: ReportSource, rule: AdmissionDefaults | None = None) -> None:
+        self.config, self.reports, self.rule = config, reports, rule or ADMISSION
         self.controller: Controller | None = None
         self.heard: list[float | None] = []
         """Launch times of rate-limited attempts the rule has not heard of yet."""
