@@ -156,5 +156,6 @@ class AutoAdmission:
             f"{stats.wait_share:.1%} of agent time waited on rate limits over the last {stats.span_sec:.0f} s"
         headroom = "" if stats.headroom is None else f"; upstream headroom {stats.headroom:.0%}"
         unread = "" if self.read else "; the gateways could not be read at the last poll"
-        return (f"Admission auto: {self.limit} attempts at once (ceiling {self.controller.ceiling}), "
+        attempts = "attempt" if self.limit == 1 else "attempts"
+        return (f"Admission auto: {self.limit} {attempts} at once (ceiling {self.controller.ceiling}), "
                 f"{change.signal} at {at}: {change.reason}. Now: {share}{headroom}{unread}.")
