@@ -22,6 +22,7 @@ import orjson
 from aiohttp import web
 from pydantic import ValidationError
 
+from hcu.flags import describe_error
 from hcu.scripted import wire, wire_anthropic, wire_gemini, wire_openai
 from hcu.scripted.rate_limits import Charge, RateLimiter, RateLimitSpec
 from hcu.scripted.replies import (
@@ -281,10 +282,12 @@ def limiter_from(path: Path | None) -> RateLimiter | None:
         return None
     try:
         return RateLimiter(RateLimitSpec.model_validate_json(path.read_bytes()))
-    except (OSError, ValidationError) as exc:
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        print(f"--rate-limits: {path}: expected a rate-limit JSON file ({first})", file=sys.stderr)
-        raise SystemExit(2) from None
+    except OSError as exc:
+        problem = f"cannot read it ({exc.strerror})"
+    except ValidationError as exc:
+        problem = describe_error(exc)
+    print(f"--rate-limits: {path}: {problem}", file=sys.stderr)
+    raise SystemExit(2)
 
 
 def main() -> None:

@@ -4,6 +4,8 @@ time, and the stream that ends in a rate-limit error event."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 
 import aiohttp
@@ -11,6 +13,7 @@ import orjson
 import pytest
 from aiohttp import web
 
+from hcu import REPO_ROOT
 from hcu.scripted.rate_limits import RateLimiter, RateLimitSpec, prompt_tokens, reserved_output
 from hcu.scripted.replies import TextReply
 from hcu.scripted.upstream import QueueResponder, ScriptedUpstream, build_app
@@ -152,3 +155,12 @@ async def test_a_stream_over_the_limit_can_end_in_a_rate_limit_event(limited):
     assert last["response"]["error"]["message"].endswith("try again in 45.000s.")
     status, _, _ = await post(url, {**body, "stream": False})
     assert status == 429, "a request that does not stream is refused with HTTP 429 all the same"
+
+
+def test_a_bad_rate_limit_file_is_one_line_exit_2(tmp_path):
+    bad = tmp_path / "limits.json"
+    bad.write_bytes(orjson.dumps({"deployments": {"*": {"tpm": 0}}}))
+    out = subprocess.run([sys.executable, "-m", "hcu.scripted.upstream", "--port", "1", "--rate-limits", str(bad)],
+                         capture_output=True, text=True, timeout=60, cwd=REPO_ROOT)
+    assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr
+    assert out.stderr.startswith(f"--rate-limits: {bad}: deployments.*.tpm: Input should be greater than 0")
