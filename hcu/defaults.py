@@ -122,6 +122,42 @@ class GatewayDefaults(BaseModel):
 GATEWAY = GatewayDefaults()
 
 
+class AdmissionDefaults(BaseModel):
+    """The rule of `"max_active_tasks": "auto"` (hcu/osworld/quota/admission.py; docs/running.md, "Admission
+    that follows the quota"). Shares are of the agent-phase time of the running attempts."""
+
+    model_config = ConfigDict(frozen=True)
+
+    start: int = Field(default=2, ge=1)
+    """Where the limit starts without a forecast's safe concurrency (clamped to the ceiling)."""
+    window_sec: float = Field(default=300.0, gt=0)
+    """The recent window the shares are measured over (never reaching back before the last change)."""
+    raise_below: float = Field(default=0.02, ge=0)
+    """Raise only while less than this share of the attempts' time went to rate-limit waits."""
+    lower_above: float = Field(default=0.10, gt=0)
+    """Lower when more than this share of the attempts' time went to rate-limit waits."""
+    raise_hold_sec: float = Field(default=300.0, ge=0)
+    """No raise sooner than this after the last change: a new attempt's load takes minutes to show."""
+    lower_hold_sec: float = Field(default=120.0, ge=0)
+    """No lowering on waits sooner than this after the last change."""
+    raise_fraction: float = Field(default=0.1, ge=0)
+    """A raise adds this fraction of the limit, at least one attempt."""
+    lower_factor: float = Field(default=0.7, gt=0, lt=1)
+    """Waits above `lower_above` multiply the limit by this (at least one fewer)."""
+    rate_limited_factor: float = Field(default=0.5, gt=0, lt=1)
+    """An attempt that ended `upstream_rate_limit` multiplies the limit by this (at least one fewer)."""
+    busy_share: float = Field(default=0.75, gt=0)
+    """Raise only when the attempts in their agent phase averaged at least this share of the limit over the window
+    (the limit is actually reached, not held below by memory, node slots, or nothing left to launch)."""
+    min_headroom: float = Field(default=0.1, ge=0)
+    """Raise only when an upstream's answers left at least this share of its limit (where the gateways saw one)."""
+    sample_sec: float = Field(default=5.0, gt=0)
+    """The gateways are read at most this often."""
+
+
+ADMISSION = AdmissionDefaults()
+
+
 class EvidenceDefaults(BaseModel):
     model_config = ConfigDict(frozen=True)
 

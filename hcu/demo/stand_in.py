@@ -46,9 +46,9 @@ def free_port(host: str = "127.0.0.1") -> int:
 @contextmanager
 def scripted_stack(agent: str, policies: Path, *, token_log: Path, max_model_calls: int, log_dir: Path,
                    gateway_port: int | None = None, rate_limit_max_wait: float = GATEWAY.rate_limit_max_wait_sec,
-                   scope_key_file: Path | None = None) -> Iterator[StandIn]:
-    """Start the policy upstream and the agent's gateway (with per-task secrets under `scope_key_file`);
-    stop both on exit."""
+                   scope_key_file: Path | None = None, rate_limits: Path | None = None) -> Iterator[StandIn]:
+    """Start the policy upstream (enforcing the quotas of the `rate_limits` file, hcu/scripted/rate_limits.py)
+    and the agent's gateway (with per-task secrets under `scope_key_file`); stop both on exit."""
     provider = agent_cli(agent).provider
     host = bridge_address()
     up_port, gw_port = free_port(), gateway_port or free_port(host)
@@ -56,8 +56,9 @@ def scripted_stack(agent: str, policies: Path, *, token_log: Path, max_model_cal
     log_dir.mkdir(parents=True, exist_ok=True)
     procs: list[subprocess.Popen] = []
     try:
-        procs.append(_spawn([sys.executable, "-m", "hcu.scripted.policy", "--policies", str(policies),
-                             "--host", "127.0.0.1", "--port", str(up_port)], log_dir / "scripted-upstream.log"))
+        limits = ["--rate-limits", str(rate_limits)] if rate_limits is not None else []
+        procs.append(_spawn([sys.executable, "-m", "hcu.scripted.policy", "--policies", str(policies), "--host",
+                             "127.0.0.1", "--port", str(up_port), *limits], log_dir / "scripted-upstream.log"))
         _wait_tcp("127.0.0.1", up_port, procs[-1])
         argv, env = _gateway_command(provider, host, gw_port, up_port, token_log, max_model_calls,
                                      rate_limit_max_wait, scope_key_file)

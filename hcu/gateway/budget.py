@@ -40,6 +40,16 @@ class TaskStateView(BaseModel):
     last_activity_at: float | None = None
 
 
+class ScopeWaits(BaseModel):
+    """A scope's rate-limit waits as `/healthz?waits=` reports them: cumulative, so a reader takes differences."""
+
+    wait_sec: float
+    """Seconds waited in all, the waits in progress up to now included."""
+    waits: int
+    """Waits that ended."""
+    waiting_now: int
+
+
 @dataclass(slots=True)
 class TaskState:
     calls_used: int = 0
@@ -48,6 +58,9 @@ class TaskState:
     rate_limit_wait_sec: float = 0.0
     rate_limit_waits: int = 0
     waiting_now: int = 0
+    waiting_began: float = 0.0
+    """The sum of the clock's monotonic start times of the waits in progress: with `waiting_now`, how long
+    they have waited so far."""
     waiting_for_slot: int = 0
     refused: int = 0
     failed: bool = False
@@ -122,10 +135,29 @@ class Budget:
         st.last_activity_at = self.clock.time()
         return st.calls_used
 
-    def add_wait(self, task: str, seconds: float) -> None:
+    def begin_wait(self, task: str) -> float:
+        """A rate-limit wait of `task` starts now; returns its start (the clock's monotonic time)."""
+        st, began = self.state(task), self.clock.monotonic()
+        st.waiting_now += 1
+        st.waiting_began += began
+        return began
+
+    def end_wait(self, task: str, began: float, waited: float) -> None:
+        """The wait that started at `began` ended, after `waited` seconds."""
         st = self.state(task)
-        st.rate_limit_wait_sec += seconds
+        st.waiting_now -= 1
+        st.waiting_began -= began
+        st.rate_limit_wait_sec += waited
         st.rate_limit_waits += 1
+
+    def waits(self, prefix: str) -> dict[str, ScopeWaits]:
+        """The rate-limit waits of every scope starting with `prefix` that has waited, the waits in progress
+        counted up to now (`/healthz?waits=`)."""
+        now = self.clock.monotonic()
+        return {task: ScopeWaits(wait_sec=round(st.rate_limit_wait_sec + st.waiting_now * now - st.waiting_began, 3),
+                                 waits=st.rate_limit_waits, waiting_now=st.waiting_now)
+                for task, st in self.tasks.items()
+                if task.startswith(prefix) and (st.rate_limit_waits or st.waiting_now)}
 
     def restore(self, tasks: dict[str, TaskState]) -> None:
         """Take every task's counters as rebuilt from the token log of an earlier run of this gateway."""

@@ -6,10 +6,12 @@ scope's secret when per-task secrets are on (else 403, no row, no state: a guest
 task), and the provider's allow-list (else 404 in the provider's error shape, logged, never forwarded).
 
 `/healthz` has two levels. Anyone learns that the gateway is up. The details (budget, token log, scope key
-id, upstreams, how many tasks it serves) need `?task=<scope>` (with per-task secrets on, and that scope's
-secret as the credential), or a connection from this host (`hcu.gateway.host_peer`: loopback, or any address
-of this host, such as the host calling its own bridge address). A scope's state always needs its secret when
-secrets are on.
+id, upstreams and what their answers said of their rate limits, how many tasks it serves) need `?task=<scope>`
+(with per-task secrets on, and that scope's secret as the credential), or a connection from this host
+(`hcu.gateway.host_peer`: loopback, or any address of this host, such as the host calling its own bridge
+address). A scope's state always needs its secret when secrets are on. This host may also ask `?waits=<prefix>`:
+the cumulative rate-limit waits of every scope starting with the prefix that has waited (the queue's admission
+reads its run's).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from hcu.gateway.exchange import Exchange
 from hcu.gateway.host_peer import from_this_host
 from hcu.gateway.listener import serve
 from hcu.gateway.log_redaction import redact_logs
+from hcu.gateway.observed_limits import NOTES
 from hcu.gateway.routes import match_route, valid_scope
 from hcu.gateway.state import STATE, GatewayConfig, GatewayState
 
@@ -70,9 +73,13 @@ async def healthz(request: web.Request) -> web.Response:
         "scope_secrets": s.scope_guard is not None,
         "scope_key_id": s.scope_guard.key_id if s.scope_guard is not None else None,
         "token_log": s.token_log.status(),
+        "upstream_limits": {u.label: u.observed.model_dump() if u.observed else None for u in s.pool.upstreams},
+        "upstream_limits_note": NOTES.get(s.provider.name),
     }
     if task is not None:
         body["task"] = s.budget.view(task).model_dump()
+    if (prefix := request.query.get("waits")) is not None and from_this_host(request):
+        body["rate_limit_waits"] = {scope: waits.model_dump() for scope, waits in s.budget.waits(prefix).items()}
     return web.Response(body=orjson.dumps(body), content_type="application/json")
 
 

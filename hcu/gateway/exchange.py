@@ -262,6 +262,7 @@ class Exchange:
         """Classify the upstream's answer and pass it on; None means rate-limited, nothing sent yet."""
         assert self.placement is not None
         self.s.pool.saw_remaining(self.placement.upstream, up.headers.get("x-ratelimit-remaining-tokens"))
+        self.s.pool.saw_limits(self.placement.upstream, self.s.provider.name, up.headers, self.clock.time())
         self.request_id = up.headers.get("x-request-id") or up.headers.get("request-id") or self.request_id
         if (encoding := undecoded_encoding(up.headers)) is not None:
             log.warning("task %s: upstream answered in Content-Encoding %s; refused", self.task, encoding[:40])
@@ -339,16 +340,13 @@ class Exchange:
             self.retry_after = delay
             return False
         log.info("task %s: rate-limited by %s, waiting %.2f s", self.task, upstream.label, delay)
-        st = self.s.budget.state(self.task)
-        st.waiting_now += 1
-        began = self.clock.monotonic()
+        began = self.s.budget.begin_wait(self.task)
         try:
             await self.clock.sleep(delay)
         finally:  # a client that leaves mid-wait cancels the sleep: count what was actually waited
             waited = min(delay, self.clock.monotonic() - began)
-            st.waiting_now -= 1
             self.waited += waited
-            self.s.budget.add_wait(self.task, waited)
+            self.s.budget.end_wait(self.task, began, waited)
         return True
 
     def give_up(self) -> web.Response:

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import itertools
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from hcu.gateway.clock import SYSTEM_CLOCK, Clock
+from hcu.gateway.observed_limits import ObservedLimits, read_limits
 
 _HOST = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?(:\d{1,5})?$")
 _DEPLOYMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -33,6 +35,8 @@ class Upstream:
     remaining_tokens: int = UNKNOWN_REMAINING
     cooldown_until: float = 0.0
     tasks: int = 0
+    observed: ObservedLimits | None = None
+    """The rate-limit headers of its newest answer that had any (`/healthz` `upstream_limits`)."""
 
     @property
     def label(self) -> str:
@@ -136,3 +140,9 @@ class Pool:
     def saw_remaining(upstream: Upstream, value: str | None) -> None:
         if value is not None and value.isdigit():
             upstream.remaining_tokens = int(value)
+
+    @staticmethod
+    def saw_limits(upstream: Upstream, provider: str, headers: Mapping[str, str], now: float) -> None:
+        """Keep what an answer's headers say of the upstream's rate limits (an answer without any keeps the
+        last figures)."""
+        upstream.observed = read_limits(provider, headers, now) or upstream.observed

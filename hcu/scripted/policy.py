@@ -7,7 +7,7 @@ rendered the way the calling CLI offers the tool (Codex namespace `mcp__cu`, Cla
 Gemini `mcp_cu_<tool>`, Grok `use_tool{tool_name: "cu__<tool>"}`). Faults (429s, stream errors, cuts,
 hangs) are scripted per step; only they keep a counter.
 
-    python -m hcu.scripted.policy --policies FILE --host H --port P
+    python -m hcu.scripted.policy --policies FILE --host H --port P [--rate-limits FILE]
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from hcu.scripted.replies import (
     ToolCall,
     ToolCallReply,
 )
-from hcu.scripted.upstream import build_app
+from hcu.scripted.upstream import ScriptedUpstream, build_app, limiter_from
 
 SIDE_CALL_TEXT = "Desktop task"
 """Answer to a CLI's own side calls (session titles, summaries, routing): short and harmless."""
@@ -233,6 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--policies", required=True, type=Path)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", required=True, type=int)
+    parser.add_argument("--rate-limits", type=Path, help="per-deployment quotas to enforce (scripted/rate_limits.py)")
     args = parser.parse_args(argv)
     try:
         policies = PolicyFile.load(args.policies)
@@ -240,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         print(f"--policies: {args.policies}: expected a policy JSON file ({first})", file=sys.stderr)
         return 2
-    app = build_app(PolicyResponder(policies))
+    app = build_app(state=ScriptedUpstream(PolicyResponder(policies), limiter_from(args.rate_limits)))
     web.run_app(app, host=args.host, port=args.port, access_log=None, print=None)
     return 0
 

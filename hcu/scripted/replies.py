@@ -89,7 +89,8 @@ class HttpFault:
     reset_requests: str | None = None
     reset_tokens: str | None = None
     retry_delay: str | None = None
-    """Gemini RetryInfo `retryDelay` (e.g. "2s") in the error details."""
+    """When to try again (e.g. "2s"): Gemini's RetryInfo `retryDelay` in the error details, the "Please try again
+    in 2s" of OpenAI's message."""
     body: dict[str, Any] | None = None
     """Send this JSON body instead of the API's usual error body (e.g. an `insufficient_quota` 429)."""
 
@@ -119,6 +120,7 @@ class StreamError:
     partial: TextReply | None = None
     openai_event: Literal["response.failed", "error"] = "response.failed"
     retry_delay: str | None = None
+    """When to try again, e.g. "2s": Gemini's RetryInfo `retryDelay`, OpenAI's "Please try again in 2s"."""
 
 
 @dataclass

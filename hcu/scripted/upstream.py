@@ -2,9 +2,10 @@
 paths), Anthropic Messages and Gemini, streaming and not. What it answers comes from a `Responder`
 (see `hcu.scripted.replies`); every request is recorded for tests to inspect.
 
-    python -m hcu.scripted.upstream --host 127.0.0.1 --port P
+    python -m hcu.scripted.upstream --host 127.0.0.1 --port P [--rate-limits FILE]
 
-`build_app(responder)` gives the app for any responder (a conversation-driven policy plugs in here).
+`build_app(responder)` gives the app for any responder (a conversation-driven policy plugs in here). With a
+`RateLimiter` (rate_limits.py) it enforces per-deployment quotas as Azure does, before the responder is asked.
 """
 
 from __future__ import annotations
@@ -12,13 +13,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import re
+import sys
 import time
 from collections import defaultdict, deque
+from pathlib import Path
 
 import orjson
 from aiohttp import web
+from pydantic import ValidationError
 
+from hcu.flags import describe_error
 from hcu.scripted import wire, wire_anthropic, wire_gemini, wire_openai
+from hcu.scripted.rate_limits import Charge, RateLimiter, RateLimitSpec
 from hcu.scripted.replies import (
     CutStream,
     Hang,
@@ -72,23 +78,25 @@ class QueueResponder:
 
 
 class ScriptedUpstream:
-    """State of one scripted upstream: the responder, the request record, per-deployment remaining tokens."""
+    """State of one scripted upstream: the responder, the request record, per-deployment remaining tokens (or,
+    with a limiter, its quotas)."""
 
-    def __init__(self, responder: Responder | None = None) -> None:
+    def __init__(self, responder: Responder | None = None, limiter: RateLimiter | None = None) -> None:
         self.responder: Responder = responder or QueueResponder()
+        self.limiter = limiter
         self.requests: list[ScriptedRequest] = []
         self.remaining_tokens: dict[str, int] = {}
-        """Per deployment ("" when none) for `x-ratelimit-remaining-tokens`."""
+        """Per deployment ("" when none) for `x-ratelimit-remaining-tokens` (without a limiter)."""
 
-    def headers_for(self, req: ScriptedRequest) -> dict[str, str]:
-        remaining = self.remaining_tokens.get(req.deployment or "", DEFAULT_REMAINING_TOKENS)
+    def headers_for(self, req: ScriptedRequest, charge: Charge | None = None) -> dict[str, str]:
         rid = wire.new_id("req_")
-        return {
-            "x-request-id": rid,
-            "request-id": rid,
-            "x-ratelimit-remaining-tokens": str(remaining),
-            "x-ratelimit-remaining-requests": "1000",
-        }
+        ids = {"x-request-id": rid, "request-id": rid}
+        if charge is not None:
+            return {**ids, **charge.headers}
+        if self.limiter is not None:
+            return {**ids, **self.limiter.headers(req)}
+        remaining = self.remaining_tokens.get(req.deployment or "", DEFAULT_REMAINING_TOKENS)
+        return {**ids, "x-ratelimit-remaining-tokens": str(remaining), "x-ratelimit-remaining-requests": "1000"}
 
 
 STATE = web.AppKey("scripted_upstream", ScriptedUpstream)
@@ -142,9 +150,12 @@ async def handle(request: web.Request) -> web.StreamResponse:
     if req is None:
         return web.json_response({"error": {"message": f"unknown path {request.path}"}}, status=404)
     up.requests.append(req)
-    headers = up.headers_for(req)
     if req.count_tokens:
-        return _json(wire.count_tokens_body(req, max(1, len(raw) // 4)), headers)
+        return _json(wire.count_tokens_body(req, max(1, len(raw) // 4)), up.headers_for(req))
+    charge = up.limiter.charge(req) if up.limiter is not None else None
+    headers = up.headers_for(req, charge)
+    if charge is not None and up.limiter is not None and not charge.admitted:
+        return await render(request, req, charge.refusal(req, up.limiter.spec.stream_refusal), headers)
     reply = await up.responder(req)
     return await render(request, req, reply, headers)
 
@@ -162,7 +173,7 @@ def error_body(req: ScriptedRequest, fault: HttpFault) -> dict:
     if req.provider == "anthropic":
         kind = "rate_limit" if fault.status == 429 else "overloaded" if fault.status == 529 else "server"
         return wire_anthropic.anthropic_error(kind)
-    return wire_openai.openai_error("rate_limit" if fault.status == 429 else "server")
+    return wire_openai.openai_error("rate_limit" if fault.status == 429 else "server", fault.retry_delay)
 
 
 def _fault_headers(fault: HttpFault) -> dict[str, str]:
@@ -265,12 +276,28 @@ def build_app(responder: Responder | None = None, state: ScriptedUpstream | None
     return app
 
 
+def limiter_from(path: Path | None) -> RateLimiter | None:
+    """The limiter of a `--rate-limits` file (None without one); SystemExit 2 naming the flag when it is not one."""
+    if path is None:
+        return None
+    try:
+        return RateLimiter(RateLimitSpec.model_validate_json(path.read_bytes()))
+    except OSError as exc:
+        problem = f"cannot read it ({exc.strerror})"
+    except ValidationError as exc:
+        problem = describe_error(exc)
+    print(f"--rate-limits: {path}: {problem}", file=sys.stderr)
+    raise SystemExit(2)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m hcu.scripted.upstream")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--rate-limits", type=Path, help="per-deployment quotas to enforce (rate_limits.py)")
     args = parser.parse_args()
-    web.run_app(build_app(), host=args.host, port=args.port, access_log=None, print=None)
+    app = build_app(state=ScriptedUpstream(limiter=limiter_from(args.rate_limits)))
+    web.run_app(app, host=args.host, port=args.port, access_log=None, print=None)
 
 
 if __name__ == "__main__":

@@ -176,7 +176,7 @@ def responses_events(
                 response=_response(rid, model, "completed", items, _responses_usage(reply.usage)),
             )
         ]
-    err = openai_error(error.kind)["error"]
+    err = openai_error(error.kind, error.retry_delay)["error"]
     if error.openai_event == "error":
         return events + [seq("error", code=err["code"], message=err["message"], param=None)]
     failed = _response(rid, model, "failed", items, None, {"code": err["code"], "message": err["message"]})
@@ -246,7 +246,7 @@ def chat_events(req: ScriptedRequest, reply: Content | None, error: StreamError 
         calls = _chat_toolcalls_of(reply)
         events += [chunk({"tool_calls": [{"index": i, **call}]}) for i, call in enumerate(calls)]
     if error is not None:
-        return events + [sse(None, openai_error(error.kind))]
+        return events + [sse(None, openai_error(error.kind, error.retry_delay))]
     assert reply is not None
     events.append(chunk({}, "tool_calls" if calls_of(reply) else "stop"))
     events.append(
@@ -265,11 +265,13 @@ def chat_events(req: ScriptedRequest, reply: Content | None, error: StreamError 
     return events + [b"data: [DONE]\n\n"]
 
 
-def openai_error(kind: str) -> dict:
+def openai_error(kind: str, retry_delay: str | None = None) -> dict:
+    """The error body of `kind`; a rate limit's message says when to try again (`retry_delay`, e.g. "1.5s",
+    else 1s), as OpenAI's and Azure's do."""
     if kind == "rate_limit":
         return {
             "error": {
-                "message": "Rate limit reached. Please try again in 1s.",
+                "message": f"Rate limit reached. Please try again in {retry_delay or '1s'}.",
                 "type": "tokens",
                 "code": "rate_limit_exceeded",
                 "param": None,

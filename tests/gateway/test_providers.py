@@ -211,6 +211,8 @@ async def test_routing_healthz_and_malformed_body(upstream, make_gateway):
         "scope_key_id": None,
         "token_log": {"writable": True, "pending_rows": 0, "dropped_rows": 0, "error": None,
                       "restored_from_open_file": 0},
+        "upstream_limits": {upstream.hostport: None},
+        "upstream_limits_note": None,
     }
     assert unknown == {
         "task": "nobody",

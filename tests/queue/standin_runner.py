@@ -16,7 +16,8 @@ the way run_task does (usage and cost from those rows at --prices). The scenario
    "token_rows": {"<key>": [{"model": ..., "usage": {...}, "counted": true}, ...]},
    "start_after": {"<key>": "<path that must exist before it writes its rows>"},
    "signal_file": {"<key>": "<path created once its rows are written>"},
-   "wait_file": {"<key>": "<path that must exist before it finishes>"}}
+   "wait_file": {"<key>": "<path that must exist before it finishes>"},
+   "generations": {"<key>": <model calls it makes through --gateway in its first phase, with its scope's secret>}}
 A key is a repeat's folder name (`<task>` or `<task>.r<n>`); a task id alone stands for all its repeats.
 """
 
@@ -35,7 +36,7 @@ import orjson
 import requests
 
 from hcu.demo.stand_in import STAND_IN_TOKEN
-from hcu.gateway.scope_secret import key_id, load_or_create_key
+from hcu.gateway.scope_secret import key_id, load_or_create_key, scope_secret
 from hcu.osworld.attempt.node_admission import admission_from_env
 from hcu.osworld.attempt.runner import PhaseLog
 from hcu.osworld.records.cost import cost_for_scope
@@ -87,6 +88,18 @@ def charge(token_log: str | None, attempt: AttemptId, rows: list[dict]) -> None:
             log.write(orjson.dumps(row) + b"\n")
 
 
+def generate(gateway: str | None, key_file: str | None, attempt: AttemptId, count: int) -> None:
+    """Make `count` chat generations through the gateway under the attempt's scope (a rate limit there is waited
+    out by the gateway, as for an agent's calls)."""
+    if not count or gateway is None:
+        return
+    secret = scope_secret(load_or_create_key(Path(key_file)), attempt.gateway_scope) if key_file else "placeholder"
+    body = {"model": "m", "messages": [{"role": "user", "content": "next step"}], "max_tokens": 16}
+    for _ in range(count):
+        requests.post(f"{gateway}/t/{attempt.gateway_scope}/v1/chat/completions", json=body, timeout=600,
+                      headers={"Authorization": f"Bearer {secret}"}).raise_for_status()
+
+
 def wait_for_file(path: str | None) -> None:
     deadline = time.time() + WAIT_FILE_SEC
     while path is not None and not Path(path).exists() and time.time() < deadline:
@@ -127,6 +140,8 @@ def main() -> None:
                 charge(args.token_log, attempt, of_key(scenario, "token_rows", attempt, []))  # type: ignore[arg-type]
                 if signal := of_key(scenario, "signal_file", attempt):
                     Path(str(signal)).touch()
+                generate(args.gateway, args.scope_key_file, attempt,
+                         of_key(scenario, "generations", attempt, 0))  # type: ignore[arg-type]
             time.sleep(random.uniform(*span))
     wait_for_file(of_key(scenario, "wait_file", attempt))  # type: ignore[arg-type]
     if container is not None:

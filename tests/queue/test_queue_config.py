@@ -12,6 +12,8 @@ import pytest
 from hcu import REPO_ROOT
 from hcu.osworld.queue.config import ConfigError, load_config, parse_config, schema_text
 from hcu.osworld.queue.launch import runner_args
+from hcu.osworld.queue.panel import config_difference
+from hcu.record_io import write_json
 from tests.official_tasks import OFFICIAL_TASKS
 
 EXAMPLE = REPO_ROOT / "configs" / "osworld-v1-codex-queue.example.json"
@@ -80,11 +82,28 @@ def test_runner_args_carry_the_config_and_task_overrides(tmp_path: Path):
     ({"channels": ["gui", "gui"]}, "channels: a channel is listed twice"),
     ({"agent": "cursor"}, "agent: Input should be 'codex', 'claude-code', 'gemini-cli' or 'grok-build'"),
     ({"tasks": [{"id": "a", "sratum": "x"}]}, "tasks[0].sratum: unknown key"),
+    ({"max_active_tasks": 0}, 'max_active_tasks: expected a positive integer or "auto" (got 0)'),
+    ({"max_active_tasks": "auto"}, 'max_active_tasks: "auto" needs auto_max_active_tasks, the most attempts'),
+    ({"max_active_tasks": "auto", "auto_max_active_tasks": -2},
+     "auto_max_active_tasks: Input should be greater than 0"),
+    ({"max_active_tasks": "auto", "auto_max_active_tasks": "9"},
+     "auto_max_active_tasks: Input should be a valid integer"),
+    ({"auto_max_active_tasks": 9},
+     'auto_max_active_tasks: only with "max_active_tasks": "auto" (got max_active_tasks 1)'),
 ])
 def test_bad_configs_name_the_key(tmp_path: Path, change: dict, message: str):
     with pytest.raises(ConfigError) as error:
         config_at(tmp_path, **change)
     assert message in str(error.value) and "\n" not in str(error.value)
+
+
+def test_a_resumed_run_may_switch_to_auto_and_change_its_ceiling(tmp_path: Path):
+    fixed = config_at(tmp_path, max_active_tasks=2)
+    write_json(fixed.run_dir / "config.json", fixed.model_dump(mode="json"))
+    for keys in ({"max_active_tasks": "auto", "auto_max_active_tasks": 8},
+                 {"max_active_tasks": "auto", "auto_max_active_tasks": 3}, {"max_active_tasks": 5}):
+        assert config_difference(config_at(tmp_path, **keys)) == [], keys
+    assert config_at(tmp_path, max_active_tasks="auto", auto_max_active_tasks=3).active_ceiling == 3
 
 
 def test_run_id_from_an_unusable_file_name_is_refused(tmp_path: Path):

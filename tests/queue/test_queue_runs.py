@@ -176,7 +176,12 @@ def test_dry_run_prints_gateway_flags_and_writes_nothing(make_panel):
 @pytest.mark.parametrize("body, names", [
     ({"tasks": ["a"], "bogus": 1}, "bogus: unknown key"),
     ({"tasks": ["a", "a"]}, "tasks: duplicate task id 'a'"),
-    ({"tasks": ["a"], "max_active_tasks": "many"}, "max_active_tasks: Input should be a valid integer"),
+    ({"tasks": ["a"], "max_active_tasks": "many"}, 'max_active_tasks: expected a positive integer or "auto"'),
+    ({"tasks": ["a"], "max_active_tasks": "auto"}, 'max_active_tasks: "auto" needs auto_max_active_tasks'),
+    ({"tasks": ["a"], "max_active_tasks": "auto", "auto_max_active_tasks": 0},
+     "auto_max_active_tasks: Input should be greater than 0"),
+    ({"tasks": ["a"], "max_active_tasks": 4, "auto_max_active_tasks": 8},
+     'auto_max_active_tasks: only with "max_active_tasks": "auto"'),
     ({"tasks": ["a"], "repeats": 0}, "repeats: Input should be greater than or equal to 1"),
     ({"tasks": ["a"], "max_cost_usd": 10}, "max_cost_usd: needs a price for the run's model (prices.gpt-5.5)"),
     ({"tasks": ["a"], "prices": {"gpt-5.5": {"input_usd_per_mtok": -1, "cached_input_usd_per_mtok": 0,

@@ -156,3 +156,17 @@ def test_quota_keys_are_matched_against_the_gateways_upstreams(tmp_path: Path, g
     assert unknown.returncode == 2 and unknown.stderr.count("\n") == 1
     assert unknown.stderr.endswith("quota.r2.example: no gateway upstream or provider of this run is named r2.example "
                                    "(provider: openai; upstreams: r1.example@d1, r1.example@d2, r2.example:8443)\n")
+
+
+def test_under_auto_the_admission_starts_at_the_safe_concurrency(tmp_path: Path) -> None:
+    build_pilot(tmp_path / "pilot")
+    config = campaign_config(tmp_path, max_active_tasks="auto", auto_max_active_tasks=8)
+    plan = orjson.loads(dry_run(tmp_path, config, "--json").stdout)
+    assert plan["admission"] == {"start": 3, "signal": "forecast", "ceiling": 8,
+                                 "reason": "the forecast's safe concurrency 3"}
+    assert plan["forecast"]["concurrency_binding"] == "quota (tpm of openai)", "the ceiling does not bind: 8 > 3.77"
+    out = dry_run(tmp_path, config)
+    assert out.returncode == 0, out.stderr
+    assert ("max_active_tasks: auto, at most 8 at once; starts at 3 (the forecast's safe concurrency 3) and follows "
+            "the quota") in out.stdout
+    assert not (tmp_path / "runs" / "campaign").exists(), "a dry run writes nothing"

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import orjson
-from pydantic import BeforeValidator, Field, ValidationError, field_validator, model_validator
+from pydantic import BeforeValidator, Field, TypeAdapter, ValidationError, field_validator, model_validator
 
 from hcu import REPO_ROOT
 from hcu.defaults import GATEWAY
@@ -30,8 +30,8 @@ from hcu.osworld.quota.profile import PilotError, open_pilot
 from hcu.osworld.records.identity import ambiguous_task_id
 from hcu.osworld.settings import SAFE_NAME, SIZE, AttemptSettings, absolute
 
-TUNABLE_KEYS = frozenset({"max_active_tasks", "launch_stagger_seconds", "expected_durations_from", "max_cost_usd",
-                          "forecast_from", "quota", "baseline"})
+TUNABLE_KEYS = frozenset({"max_active_tasks", "auto_max_active_tasks", "launch_stagger_seconds",
+                          "expected_durations_from", "max_cost_usd", "forecast_from", "quota", "baseline"})
 """Keys a resumed run may change; any other difference means a different run (`repeats` may be raised: see
 `lowered_repeats`). `forecast_from` and `quota` change what the queue foresees and how many attempts it lets run
 at once, `baseline` what the summary reports beside the score, never what an attempt does or how it is scored."""
@@ -50,6 +50,25 @@ DOCKER_BRIDGE_FALLBACK = "172.17.0.1"
 
 class ConfigError(HcuOSWorldError):
     """A config that cannot run; the message is one line naming the key and what was expected."""
+
+
+AUTO = "auto"
+"""max_active_tasks that follows the quota."""
+
+
+_POSITIVE = TypeAdapter(Annotated[int, Field(ge=1)])
+
+
+def _active_tasks(value: Any) -> Any:
+    if value == AUTO:
+        return value
+    try:
+        return _POSITIVE.validate_python(value)
+    except ValidationError:
+        raise ValueError(f'expected a positive integer or "{AUTO}"') from None
+
+
+ActiveTasks = Annotated[Annotated[int, Field(ge=1)] | Literal["auto"], BeforeValidator(_active_tasks)]
 
 
 def _task_from_id(value: Any) -> Any:
@@ -159,8 +178,12 @@ class RunConfig(ExecutorKeys, AttemptSettings):
     max_cost_usd: float | None = Field(default=None, gt=0)
     """Campaign ceiling: no attempt starts once the run's spend, read from its token log at the run's prices,
     has reached it (running attempts finish); a resumed run may change it. Needs a price for the run's model."""
-    max_active_tasks: int = Field(default=1, ge=1)
-    """Attempts running at once; with executor ray, also at most the guest slots the live nodes advertise."""
+    max_active_tasks: ActiveTasks = 1
+    """Attempts running at once; with executor ray, also at most the guest slots the live nodes advertise. "auto":
+    as many as the quota serves, found by the admission that follows it (docs/running.md), up to
+    auto_max_active_tasks."""
+    auto_max_active_tasks: int | None = Field(default=None, gt=0, strict=True)
+    """With max_active_tasks "auto" (and only then, required): the most attempts it may run at once."""
     launch_stagger_seconds: float = Field(default=10.0, ge=0)
     results_dir: Path | None = None
     """Where run directories go; default runs/ in this checkout."""
@@ -200,6 +223,21 @@ class RunConfig(ExecutorKeys, AttemptSettings):
             raise ValueError(f"max_cost_usd: needs a price for the run's model (prices.{model}); without one the "
                              "spend is unknown")
         return self
+
+    @model_validator(mode="after")
+    def _auto_has_a_ceiling(self) -> RunConfig:
+        if self.max_active_tasks == AUTO and self.auto_max_active_tasks is None:
+            raise ValueError('max_active_tasks: "auto" needs auto_max_active_tasks, the most attempts it may run at '
+                             "once (a positive integer)")
+        if self.max_active_tasks != AUTO and self.auto_max_active_tasks is not None:
+            raise ValueError('auto_max_active_tasks: only with "max_active_tasks": "auto" (got max_active_tasks '
+                             f"{self.max_active_tasks})")
+        return self
+
+    @property
+    def active_ceiling(self) -> int:
+        """The most attempts the config lets run at once: max_active_tasks, or auto's ceiling."""
+        return (self.auto_max_active_tasks or 1) if self.max_active_tasks == AUTO else int(self.max_active_tasks)
 
     @model_validator(mode="after")
     def _quota_names_the_run(self) -> RunConfig:

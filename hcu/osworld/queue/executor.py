@@ -18,6 +18,7 @@ from hcu.osworld.queue.config import TaskSpec
 from hcu.osworld.queue.manifest import NodeInfo
 from hcu.osworld.queue.state import TaskView
 from hcu.osworld.queue.status import ActiveAttempt
+from hcu.osworld.quota.gateway_reading import GatewayReport
 from hcu.osworld.records.identity import AttemptId
 
 
@@ -54,6 +55,10 @@ class Executor(Protocol):
 
     def nodes(self) -> dict[str, NodeInfo]:
         """Every node an attempt has been seen on, by name."""
+
+    def gateway_reports(self) -> list[GatewayReport] | None:
+        """What the run's gateways report on its scopes' rate-limit waits and their upstreams' limits, for the
+        admission under "max_active_tasks": "auto" (None: none could be read now); asked once a poll at most."""
 
     def remove_leftovers(self, attempt: AttemptId, node: str | None) -> None:
         """Remove what a dead or finished attempt left (containers, volumes, overlays, port leases)."""

@@ -58,7 +58,7 @@ def quota_mismatch(config: RunConfig, upstreams: Upstreams) -> str | None:
 def campaign(config: RunConfig, attempts: int, upstreams: Upstreams, done: int | None = None) -> Campaign:
     kind = kind_for(config)
     need = max(kind.memory_need(task.ram_size or config.ram_size)[0] for task in config.tasks)
-    return Campaign(attempts=attempts, max_active_tasks=config.max_active_tasks,
+    return Campaign(attempts=attempts, max_active_tasks=config.active_ceiling,
                     provider=agent_cli(config.agent).provider.name, model=str(config.model), quota=config.quota,
                     upstreams=upstreams.labels, upstreams_from=upstreams.source, memory=memory_fit(need),
                     memory_binds=config.executor == "local", priced=str(config.model) in (config.prices or {}),

@@ -17,6 +17,7 @@ from hcu.osworld.queue.launch import runner_args, spawn
 from hcu.osworld.queue.manifest import NodeInfo
 from hcu.osworld.queue.state import TaskView, runs_attempt
 from hcu.osworld.queue.status import ActiveAttempt
+from hcu.osworld.quota.gateway_reading import GatewayReport, fetch_report
 from hcu.osworld.records.identity import AttemptId
 from hcu.osworld.records.lease import current_host
 
@@ -67,6 +68,11 @@ class LocalExecutor:
 
     def nodes(self) -> dict[str, NodeInfo]:
         return {self.host.name: self.host}
+
+    def gateway_reports(self) -> list[GatewayReport] | None:
+        """The run's gateway, asked from its host (this one) about the run's scopes."""
+        report = fetch_report(str(self.config.gateway), f"{self.config.run_id}.")
+        return None if report is None else [report]
 
     def remove_leftovers(self, attempt: AttemptId, node: str | None) -> None:
         cleanup_attempt(attempt)

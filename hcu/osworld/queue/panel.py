@@ -24,7 +24,8 @@ from filelock import FileLock, Timeout
 from pydantic import ValidationError
 
 from hcu.osworld.errors import FailureClass, HcuOSWorldError, policy_for
-from hcu.osworld.queue.config import RunConfig, lowered_repeats
+from hcu.osworld.queue.admission import AutoAdmission, ReportSource
+from hcu.osworld.queue.config import AUTO, TUNABLE_KEYS, RunConfig, lowered_repeats
 from hcu.osworld.queue.executor import Executor, Lost, QueueRefused
 from hcu.osworld.queue.executors import make_executor
 from hcu.osworld.queue.forecasting import finished_profile, live_forecast
@@ -107,18 +108,22 @@ def refuse_changed_config(config: RunConfig) -> None:
     changed = config_difference(config)
     if changed:
         raise QueueRefused(f"{config.run_dir / 'config.json'}: {', '.join(changed)} differ from the config "
-                           "this run started with (only max_active_tasks, launch_stagger_seconds, "
-                           "expected_durations_from, max_cost_usd, forecast_from, quota, ray.address and raised "
-                           "repeats may change; use a new run_id)")
+                           f"this run started with (only {', '.join(sorted(TUNABLE_KEYS))}, ray.address and "
+                           "raised repeats may change; use a new run_id)")
 
 
 class PanelQueue:
     """The launch loop over one run directory (the caller holds the run lock)."""
 
     def __init__(self, config: RunConfig, executor: Executor, poll_interval_sec: float,
-                 gate: LaunchGate | None = None, clock: QueueClock = SYSTEM_CLOCK) -> None:
+                 gate: LaunchGate | None = None, clock: QueueClock = SYSTEM_CLOCK,
+                 reports: ReportSource | None = None) -> None:
         self.config, self.executor, self.poll_interval_sec = config, executor, poll_interval_sec
         self.clock = clock
+        self.admission = AutoAdmission(config, reports or executor.gateway_reports) \
+            if config.max_active_tasks == AUTO else None
+        """Under "max_active_tasks": "auto" (queue/admission.py); it replaces the launch pause after a
+        rate-limited attempt (errors.py), which applies under a fixed max_active_tasks."""
         self.gate, self.held = gate, ""
         self.stopped = ""
         """Why launches stopped for good in this run of the queue (one line); empty while they go on."""
@@ -134,7 +139,9 @@ class PanelQueue:
         self.retries = [f"{name}: {note.failure_classification if note else 'no retry.json'}"
                         for name, note in notes.items()]
         self.last_launch = self.last_status = 0.0
-        self.pause_until = max((n.moved_at + n.pause_launches_sec for n in notes.values() if n), default=0.0)
+        self.pause_until = max((n.moved_at + n.pause_launches_sec for n in notes.values()
+                                if n and not self.admission),
+                               default=0.0)
         self.lowered = sum(1 for n in notes.values() if n and policy_for(n.failure_classification).lowers_active_tasks)
         """How many attempts fewer than max_active_tasks run at once (errors.py `lowers_active_tasks`)."""
         self.recorded_nodes: dict[str, str] = {}
@@ -144,8 +151,15 @@ class PanelQueue:
         self._event("start", pid=os.getpid(), executor=self.executor.name)
         try:
             self._adopt()
+            if self.admission:  # what the last queue left is taken: a restart resumes its limit
+                to_go = len(self.pending) + len(self.active)
+                safe = self.forecast.forecast(to_go, self.config.active_ceiling).safe_concurrency
+                self._event("limit", **self.admission.begin(safe, self.clock.time()).event)
             while self.active or (self.pending and not self.stopped):
                 self._reap()
+                if self.admission and (limit := self.admission.tick(self.clock.time(), self.active.values(),
+                                                                     self.executor.capacity())):
+                    self._event("limit", **limit.event)
                 self._launch_due()
                 self._record_nodes()
                 self._write_status(self.stopped or self.held)
@@ -232,7 +246,11 @@ class PanelQueue:
             os.rename(log, self.run_dir / "retries" / name / "runner.log")
         node = view.placement.node if view.placement else None
         self.executor.remove_leftovers(attempt_id, node)
-        self.pause_until = max(self.pause_until, note.moved_at + pause)
+        if not self.admission:
+            self.pause_until = max(self.pause_until, note.moved_at + pause)
+        elif classification == "upstream_rate_limit":  # the admission's strong lower signal
+            self.admission.rate_limited(view.lease.started_at if view.lease else
+                                        view.placement.launched_at if view.placement else None)
         self.retries.append(f"{name}: {classification}")
         self._event("set_aside", task_id=view.task_id, repeat=view.repeat, attempt=view.attempt,
                     classification=classification, node=node)
@@ -286,7 +304,7 @@ class PanelQueue:
             self.stopped = f"launches stopped: task {key}: {reason}"[:500].splitlines()[0]
 
     def _limit(self) -> int:
-        return max(1, self.config.max_active_tasks - self.lowered)
+        return max(1, (self.admission.limit if self.admission else self.config.active_ceiling) - self.lowered)
 
     def _slots(self) -> int:
         capacity = self.executor.capacity()
@@ -334,6 +352,7 @@ class PanelQueue:
                           states=states, active=list(self.active.values()), finishes=self.finishes,
                           retries=self.retries, pause_until=self.pause_until, note=note,
                           spend=self.spend.describe(),
+                          admission=self.admission.describe(self.last_status) if self.admission else "",
                           forecast=self.forecast.lines(len(self.pending) + len(self.active), len(self.active),
                                                        self._limit()))
         write_atomic(self.run_dir / "QUEUE_STATUS.md", render(view, self.last_status).encode())
@@ -348,14 +367,16 @@ class PanelQueue:
 
 def run_queue(config: RunConfig, *, runner: Sequence[str] | None = None,
               poll_interval_sec: float = DEFAULT_POLL_SEC, gate: LaunchGate | None = None,
-              executor: Executor | None = None, clock: QueueClock = SYSTEM_CLOCK) -> dict[str, str]:
+              executor: Executor | None = None, clock: QueueClock = SYSTEM_CLOCK,
+              reports: ReportSource | None = None) -> dict[str, str]:
     """Run (or resume) the panel until every repeat of every task is final; returns key (the task id for
     repeat 1, `<task>.r<n>` after it) -> "finished" | "exhausted".
     `gate` holds launches (e.g. `queue_gate.gateway_gate(config)`: while the gateway is down); `runner`
-    replaces run_task (tests), `executor` the one the config names (benchmarks), `clock` the system's (tests)."""
+    replaces run_task (tests), `executor` the one the config names (benchmarks), `clock` the system's (tests),
+    `reports` the gateways' reports the admission reads under "auto" (tests)."""
     with run_lock(config.run_dir):
         refuse_changed_config(config)
         executor = executor or make_executor(config, runner)  # a cluster that cannot be joined writes nothing
         write_json(config.run_dir / "config.json", config.model_dump(mode="json"))
         record_start(config)
-        return PanelQueue(config, executor, poll_interval_sec, gate, clock).run()
+        return PanelQueue(config, executor, poll_interval_sec, gate, clock, reports).run()

@@ -4,11 +4,13 @@ directory; writes nothing."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hcu.osworld.queue.config import RunConfig
+from hcu.osworld.queue.admission import AutoAdmission
+from hcu.osworld.queue.config import AUTO, RunConfig
 from hcu.osworld.queue.forecasting import Upstreams, finished_profile, known_upstreams, plan_forecast
 from hcu.osworld.queue.launch import RUN_TASK, runner_args
 from hcu.osworld.queue.order import LaunchQueue, expected_durations
@@ -83,6 +85,15 @@ def forecast_of(config: RunConfig, planned: list[Launch], upstreams: Upstreams) 
     return plan_forecast(config, len(planned) - done, done, upstreams, own)
 
 
+def admission_of(config: RunConfig, forecast: Forecast) -> dict[str, Any] | None:
+    """Under "max_active_tasks": "auto", the limit the run would start at and why (None: a fixed number)."""
+    if config.max_active_tasks != AUTO:
+        return None
+    change = AutoAdmission(config, lambda: None).begin(forecast.safe_concurrency, time.time()).change
+    return {"start": change.limit, "signal": change.signal, "reason": change.reason,
+            "ceiling": config.active_ceiling}
+
+
 def config_state(config: RunConfig) -> str:
     changed = config_difference(config)
     return ("new run" if changed is None else "matches the stored config.json (resume)" if not changed else
@@ -114,16 +125,21 @@ def describe_plan(config: RunConfig, upstreams: Upstreams | None = None) -> str:
     first = config.tasks[0]
     argv = runner_args(config, first, 1, config.run_dir / "tasks" / first.id)
     lines.append("runner command (first task): " + " ".join([*RUN_TASK, *argv]))
-    lines += plan_lines(forecast_of(config, planned, upstreams or known_upstreams(config)))
+    forecast = forecast_of(config, planned, upstreams or known_upstreams(config))
+    if admission := admission_of(config, forecast):
+        lines.append(f"max_active_tasks: auto, at most {admission['ceiling']} at once; starts at {admission['start']} "
+                     f"({admission['reason']}) and follows the quota (docs/running.md)")
+    lines += plan_lines(forecast)
     return "\n".join(lines)
 
 
 def plan_json(config: RunConfig, upstreams: Upstreams | None = None) -> dict[str, Any]:
     """The dry run as one JSON object: the run directory, the config's state, the repeats and the forecast."""
     planned = launches(config)
+    forecast = forecast_of(config, planned, upstreams or known_upstreams(config))
     return {"run_dir": str(config.run_dir), "config": config_state(config), "executor": config.executor,
-            "repeats": [launch.shown() for launch in planned],
-            "forecast": forecast_of(config, planned, upstreams or known_upstreams(config)).model_dump(mode="json")}
+            "repeats": [launch.shown() for launch in planned], "admission": admission_of(config, forecast),
+            "forecast": forecast.model_dump(mode="json")}
 
 
 def _cost_plan(config: RunConfig) -> list[str]:

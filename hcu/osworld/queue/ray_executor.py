@@ -45,9 +45,11 @@ from hcu.osworld.queue.merge import append_log, append_rows, merged_scopes, unpa
 from hcu.osworld.queue.node_gateway import NodeGatewayError
 from hcu.osworld.queue.node_key import remove_key, ship_key
 from hcu.osworld.queue.ray_node import AttemptGone, attempt_name, node_agent, node_agent_name, run_root
+from hcu.osworld.queue.ray_reports import NodeReports
 from hcu.osworld.queue.ray_slots import SlotPool
 from hcu.osworld.queue.state import Placement, TaskView
 from hcu.osworld.queue.status import ActiveAttempt
+from hcu.osworld.quota.gateway_reading import GatewayReport, fetch_report
 from hcu.osworld.records.identity import AttemptId
 from hcu.record_io import write_json, write_record
 
@@ -123,6 +125,7 @@ class RayExecutor:
         self.agents: dict[str, Any] = {}
         """The run's agent per Ray node id, as this head has asked for it."""
         self.known: dict[str, NodeInfo] = {}
+        self.reports = NodeReports()
         self.merged = merged_scopes(config.token_log) if config.node_gateways else set()
         self._nodes: list[dict[str, Any]] = []
         self._nodes_at = 0.0
@@ -158,6 +161,16 @@ class RayExecutor:
 
     def nodes(self) -> dict[str, NodeInfo]:
         return dict(self.known)
+
+    def gateway_reports(self) -> list[GatewayReport] | None:
+        """Each node's gateway as its agent reads it (ray_reports.py); without node gateways, `gateway`, if this
+        head is its host."""
+        if not self.config.node_gateways:
+            report = fetch_report(str(self.config.gateway), f"{self.config.run_id}.")
+            return None if report is None else [report]
+        agents = {**{r.placement.ray_node_id: r.agent for r in self.remotes.values()  # adopted ones too
+                     if r.agent is not None and r.placement.ray_node_id}, **self.agents}
+        return self.reports.collect(agents)
 
     # Attempts -------------------------------------------------------------------------------------------------
 

@@ -43,6 +43,7 @@ from hcu.osworld.queue.manifest import NodeInfo
 from hcu.osworld.queue.merge import pack_attempt, scope_rows
 from hcu.osworld.queue.node_gateway import NodeGatewayProcess, without_upstream_credentials
 from hcu.osworld.queue.node_key import ShippedKey, node_key_file, remove_key
+from hcu.osworld.quota.gateway_reading import fetch_report
 from hcu.osworld.records.identity import AttemptId
 
 NODE_LABEL = "hcu/node"
@@ -247,6 +248,14 @@ class NodeAgent:
             return self.config.gateway, str(token_log) if token_log else None, str(key_file) if key_file else None
         url = self.gateway_process.ensure(key_file)
         return url, str(self.gateway_process.token_log), str(key_file) if key_file else None
+
+    def gateway_report(self) -> dict[str, Any] | None:
+        """What this node's gateway reports on the run's scopes and its upstreams' limits, read here, on its host
+        (None: the run has no node gateways, or it does not answer)."""
+        if not self.config.node_gateways or not self.gateway_process.url:
+            return None
+        report = fetch_report(self.gateway_process.url, f"{self.config.run_id}.")
+        return None if report is None else report.model_dump(mode="json")
 
     def sweep(self, live: list[str]) -> list[tuple[str, int, int]]:
         """Stop this node's runners, and remove this run's containers on this node's engine, whose attempt is

@@ -56,6 +56,8 @@ class StatusView:
     note: str = ""
     spend: str = ""
     """The run's spend against its max_cost_usd, in words (spend.py)."""
+    admission: str = ""
+    """Under "max_active_tasks": "auto": the limit, why, and the signal now (admission.py)."""
     forecast: list[str] = field(default_factory=list)
     """The campaign forecast: ETA, tokens, calls and cost to go (quota/live.py)."""
 
@@ -83,7 +85,8 @@ def render(view: StatusView, now: float | None = None) -> str:
     lines += [f"| {state} | {count} |" for state, count in sorted(view.states.items())]
     pause = view.pause_until - now
     lines += ["", f"Launches paused for rate limits: {_age(pause)} more." if pause > 0 else
-              "Launches not paused.", *([view.spend] if view.spend else []),
+              "Launches not paused.", *([view.admission] if view.admission else []),
+              *([view.spend] if view.spend else []),
               *view.forecast, "",
               f"## Active ({len(view.active)} of {view.max_active_tasks})", "",
               "| task | attempt | pid | phase | in phase | age | adopted | node |", "|---|---|---|---|---|---|---|---|"]
