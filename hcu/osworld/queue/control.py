@@ -237,9 +237,9 @@ class QueueControl:
 
     def poll(self, emit: Callable[..., None], now: float, running: int) -> bool:
         """Take and apply the commands sent since the last poll, each an event (`emit`, the queue's) and an
-        acknowledgement; True when the config changed."""
-        config = self.config
-        for command in self.channel.take():
+        acknowledgement; True when there was one."""
+        commands = self.channel.take()
+        for command in commands:
             if isinstance(command, str):
                 self.channel.acknowledge(Ack(id=command, ok=False, message="the command file does not read", at=now))
                 continue
@@ -252,7 +252,7 @@ class QueueControl:
             emit("control", command=command.verb, key=command.key, value=command.value, ok=ok, message=said,
                  id=command.id)
             self.channel.acknowledge(Ack(id=command.id, ok=ok, message=said, at=now))
-        return self.config is not config
+        return bool(commands)
 
     def apply(self, command: Command) -> str:
         """Apply one command; returns what it did (one line); ControlError when it is refused."""

@@ -124,13 +124,14 @@ class PanelQueue:
         try:
             self._adopt()
             while self._working():
-                if self.control.poll(self._event, self.clock.time(), len(self.active)):
+                commanded = self.control.poll(self._event, self.clock.time(), len(self.active))
+                if self.control.config is not self.config:
                     self._reconfigure()
                 self._reap()
-                self._launch_due()
                 self._announce_limit()
+                self._launch_due()
                 self._record_nodes()
-                self._write_status(self.stopped or self.held)
+                self._write_status(self.stopped or self.held, force=commanded)  # ctl status shows what it did
                 if self._working():
                     self.clock.sleep(self.poll_interval_sec)
         except BaseException:
