@@ -16,6 +16,10 @@ from hcu.osworld.quota.report import amount, usd
 
 SUMMARY_EVERY_SEC = 60.0
 QUIET = frozenset({"orphan_containers_removed"})
+ENDED_AS = {"finished": "finished", "exhausted": "out of attempts",
+            "infra_failed": "failed (infrastructure; set aside)", "interrupted": "interrupted (set aside)",
+            "config_failed": "configuration failure (launches stop)"}
+"""How an attempt ended (the queue's state of its repeat), in words."""
 
 
 def stamp(at: float) -> str:
@@ -38,7 +42,7 @@ def event_line(e: Mapping[str, object]) -> str | None:
         text = f"{kind} {_attempt(e)}"
     elif kind == "exit":
         score = f", score {e['score']:g}" if isinstance(e.get("score"), (int, float)) else ""
-        text = f"finish {_attempt(e)}: {e.get('state')}{score}"
+        text = f"finish {_attempt(e)}: {ENDED_AS.get(str(e.get('state')), e.get('state'))}{score}"
     elif kind == "set_aside":
         text = f"set aside {_attempt(e)}: {e.get('classification')} (it runs again)"
     elif kind == "limit":
@@ -51,6 +55,9 @@ def event_line(e: Mapping[str, object]) -> str | None:
         text = f"{kind}: {e.get('reason')}"
     elif kind == "start":
         text = f"queue started (pid {e.get('pid')}, executor {e.get('executor')})"
+    elif kind == "done":
+        states = e.get("states") if isinstance(e.get("states"), dict) else {}
+        text = "done: every repeat final (" + ", ".join(f"{n} {ENDED_AS.get(k, k)}" for k, n in states.items()) + ")"
     else:
         rest = ", ".join(f"{k} {v}" for k, v in e.items() if k not in ("at", "event"))
         text = f"{kind.replace('_', ' ')}{': ' + rest if rest else ''}"
