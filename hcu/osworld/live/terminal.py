@@ -1,7 +1,8 @@
 """The live view of a running queue in a terminal (rich): attempts done with a bar, running attempts by phase,
 attempts set aside, the score so far, tokens and cost with what is to go, the ETA, the admission limit and why,
-rate-limit waits now, and the last finishes and decisions. Redrawn REFRESH_PER_SEC times a second from the last
-figures the queue handed over (its own state, at most once a second): a redraw reads no file."""
+rate-limit waits now, and the last finishes and decisions. Looked at REFRESH_PER_SEC times a second and redrawn
+when what it shows changed (new figures from the queue, at most one set a second; a new decision; the clock's
+second), from the last figures the queue handed over: a redraw reads no file."""
 
 from __future__ import annotations
 
@@ -32,37 +33,57 @@ class TerminalView:
 
     def __init__(self, stream: TextIO, refresh_per_sec: float = REFRESH_PER_SEC) -> None:
         self.snapshot: QueueSnapshot | None = None
+        self.version = 0
+        """Figures handed over so far (what a redraw compares, with the decisions noted and the second)."""
         self.notable: deque[str] = deque(maxlen=NOTABLE_SHOWN)
+        self.noted = 0
         self.lock = threading.Lock()
-        self.live = Live(get_renderable=self.render, console=Console(file=stream), refresh_per_second=refresh_per_sec,
-                         redirect_stdout=False, redirect_stderr=False)
-        self.started = False
+        self.live = Live(console=Console(file=stream), auto_refresh=False, redirect_stdout=False,
+                         redirect_stderr=False)
+        self.every_sec = 1 / refresh_per_sec
+        self.done = threading.Event()
+        self.drawer = threading.Thread(target=self._draw_until_done, name="hcu-live-view", daemon=True)
+        self.drawn: tuple[int, int, int] | None = None
 
     def event(self, record: Mapping[str, object]) -> None:
-        if not self.started:  # drawn from the queue's first event on (a config refused earlier draws nothing)
+        if not self.drawer.is_alive() and not self.done.is_set():  # drawn from the queue's first event on
             self.live.start()
-            self.started = True
+            self.drawer.start()
         if record.get("event") in NOTABLE and (line := event_line(record)) is not None:
             with self.lock:
                 self.notable.append(line)
+                self.noted += 1
 
     def figures(self, snapshot: QueueSnapshot) -> None:
         self.snapshot = snapshot  # one reference swap: the drawing thread sees the old figures or the new
+        self.version += 1
 
     def close(self) -> None:
-        if self.started:
+        if self.drawer.is_alive():
+            self.done.set()
+            self.drawer.join()
+            self._draw()
             self.live.stop()  # the last drawing stays on the screen
-            self.started = False
+        self.done.set()
 
-    def render(self) -> RenderableType:
-        snapshot = self.snapshot
-        if snapshot is None:
-            return Text("hcu queue: starting (adopting what runs, reading the run directory) ...")
-        return view(snapshot, time.time(), self._notable())
+    def _draw_until_done(self) -> None:
+        while not self.done.wait(self.every_sec):
+            self._draw()
 
-    def _notable(self) -> list[str]:
+    def _draw(self) -> None:
+        """Redraw when what the view shows changed (it shows the clock's seconds in countdowns and ages)."""
         with self.lock:
-            return list(self.notable)
+            noted, notable = self.noted, list(self.notable)
+        snapshot, version, now = self.snapshot, self.version, time.time()
+        key = (version, noted, int(now))
+        if key == self.drawn:
+            return
+        self.drawn = key
+        self.live.update(starting() if snapshot is None else view(snapshot, now, notable), refresh=True)
+
+
+def starting() -> RenderableType:
+    return Text("hcu queue: starting (adopting what runs, reading the run directory) ...")
 
 
 def view(s: QueueSnapshot, now: float, notable: list[str]) -> RenderableType:
