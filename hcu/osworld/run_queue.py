@@ -41,7 +41,7 @@ def left_running(config: RunConfig | None) -> str:
     if snapshot is None:
         return "running attempts continue"
     phases = ", ".join(f"{phase} {count}" for phase, count in sorted(snapshot.phases.items()))
-    return f"{snapshot.running} attempts keep running{f' ({phases})' if phases else ''}"
+    return f"attempts still running: {snapshot.running}{f' ({phases})' if phases else ''}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{exc}: python -m hcu.osworld.run_queue {args.config}")
         return 0
     except KeyboardInterrupt:
-        print(f"queue stopped; {left_running(config)} and are adopted by the next start: "
+        print(f"queue stopped; {left_running(config)}; the next start adopts them: "
               f"python -m hcu.osworld.run_queue {args.config}", file=sys.stderr)
         return 130
     counts = Counter(states.values())

@@ -37,7 +37,7 @@ def test_one_line_per_event_in_order_and_a_summary_every_minute(tmp_path: Path) 
     summaries = [line for line in lines if " summary: " in line]
     minutes = (events[-1]["at"] - events[0]["at"]) // 60  # 7 attempts of 25 s, two at once
     assert len(summaries) == minutes + 1, "one a minute, and the last figures as the queue exits"
-    assert summaries[-1].endswith("limit 2 attempts at once (max_active_tasks)")
+    assert summaries[-1].endswith("limit 2 at once (max_active_tasks)")
     assert "6 of 6 repeats final (6 finished); 0 running, 0 to start" in summaries[-1]
     assert "score 1.000 (95% 0.610 to 1.000, wilson); 6 of 6 repeats scored (100.0% coverage)" in summaries[-1]
 

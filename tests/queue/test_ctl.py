@@ -57,7 +57,7 @@ def test_pause_set_resume_drain_on_a_running_queue(make_panel, tmp_path) -> None
         assert limits == [(2, None), (3, 2)]
         assert after(run_dir, control_event(run_dir, "pause"), "launch") == [], "a launch while paused"
         status = ctl(run_dir, "status")
-        assert status.returncode == 0 and "3 attempts at once (max_active_tasks (ctl set))" in status.stdout
+        assert status.returncode == 0 and "3 at once (max_active_tasks (ctl set))" in status.stdout
 
         assert ctl(run_dir, "resume").returncode == 0
         wait_for(lambda: len(launched(run_dir)) == 5, WAIT_SEC, "three launches after resume")

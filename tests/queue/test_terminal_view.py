@@ -78,7 +78,7 @@ def test_the_view_shows_the_figures_of_queue_status(make_panel, tmp_path) -> Non
         assert figure(frame, "attempts") == "2 of 4 repeats final (2 finished); 0 running, 2 to start"
         assert "| finished | 2 |" in status and "| pending | 2 |" in status and "| active | 0 |" in status
         admission = figure(frame, "admission")
-        assert admission == "2 attempts at once (max_active_tasks)"
+        assert admission == "2 at once (max_active_tasks)"
         assert f"Admission: {admission}." in status
         score = figure(frame, "score so far")
         assert score.startswith("1.000 (95% 0.342 to 1.000, wilson); 2 of 4 repeats scored (50.0% coverage)")

@@ -48,13 +48,13 @@ def eta_text(s: QueueSnapshot) -> str:
     if s.forecast is None:
         return "unknown"
     f = s.forecast
-    at_once = "" if f.concurrency is None else f" at {amount(f.concurrency)} attempts at once ({f.binding})"
+    at_once = "" if f.concurrency is None else f" at {amount(f.concurrency)} at once ({f.binding})"
     return f"{ranged(f.eta, span)}{at_once}"
 
 
 def admission_text(s: QueueSnapshot) -> str:
     slots = "" if s.slots is None or s.slots >= s.limit else f"; the executor holds {s.slots} now"
-    return f"{s.limit} attempts at once ({s.limit_reason}){slots}"
+    return f"{s.limit} at once ({s.limit_reason}){slots}"
 
 
 def launches_text(s: QueueSnapshot) -> str:
@@ -67,14 +67,14 @@ def rate_limit_text(s: QueueSnapshot, now: float) -> str:
     r = s.rate_limits
     pause = r.launches_paused_until - now
     paused = f"launches paused {span(pause)} more" if pause > 0 else "launches not paused"
-    return (f"{paused}; {r.waited_requests} requests waited {r.waited_sec:.0f} s on rate limits in the last "
-            f"{r.window_sec:.0f} s")
+    return (f"{paused}; waits logged in the last {r.window_sec:.0f} s: {r.waited_requests} requests, "
+            f"{r.waited_sec:.0f} s")
 
 
 def figure_rows(s: QueueSnapshot, now: float) -> list[tuple[str, str]]:
     """(label, text) for every figure, in the order views show them."""
     return [("attempts", progress_text(s)), ("running", phases_text(s)),
-            ("set aside", f"{s.set_aside} attempts set aside and run again"), ("score so far", score_text(s.score)),
+            ("set aside", f"{s.set_aside} (each runs again)"), ("score so far", score_text(s.score)),
             ("tokens", tokens_text(s)), ("cost", cost_text(s)), ("ETA", eta_text(s)),
             ("admission", admission_text(s)), ("launches", launches_text(s)), ("rate limits", rate_limit_text(s, now))]
 

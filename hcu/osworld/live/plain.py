@@ -47,7 +47,7 @@ def event_line(e: Mapping[str, object]) -> str | None:
         text = f"set aside {_attempt(e)}: {e.get('classification')} (it runs again)"
     elif kind == "limit":
         was = f" (was {e['previous']})" if e.get("previous") else ""
-        text = f"limit {e.get('limit')} attempts at once{was}: {e.get('signal')}"
+        text = f"limit {e.get('limit')} at once{was}: {e.get('signal')}"
     elif kind == "control":
         what = f" {e.get('key')}={e.get('value')}" if e.get("key") else ""
         text = f"ctl {e.get('command')}{what}: {'' if e.get('ok') else 'refused: '}{e.get('message')}"

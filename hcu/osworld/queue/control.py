@@ -248,7 +248,7 @@ class QueueControl:
             except ControlError as exc:
                 said, ok = str(exc), False
             if ok and command.verb in ("pause", "drain"):
-                said += f"; {running} attempts keep running"
+                said += f"; attempts still running: {running}"
             emit("control", command=command.verb, key=command.key, value=command.value, ok=ok, message=said,
                  id=command.id)
             self.channel.acknowledge(Ack(id=command.id, ok=ok, message=said, at=now))

@@ -59,7 +59,7 @@ def render(view: QueueSnapshot, now: float | None = None) -> str:
     pause = view.rate_limits.launches_paused_until - now
     lines += ["", f"Launches paused for rate limits: {_age(pause)} more." if pause > 0 else
               "Launches not paused.", *([f"Launches {control_word(view)}."] if control_word(view) else []),
-              f"Admission: {view.limit} attempts at once ({view.limit_reason}).", score_line(view.score),
+              f"Admission: {view.limit} at once ({view.limit_reason}).", score_line(view.score),
               *([view.spend_line] if view.spend_line else []),
               *(view.forecast.lines if view.forecast else []), "",
               f"## Active ({len(view.active)} of {view.limit})", "",
