@@ -8,9 +8,11 @@ import io
 from pathlib import Path
 
 import orjson
+import pytest
 
 from hcu.osworld.live.plain import PlainLog, event_line
 from hcu.osworld.queue.panel import run_queue
+from hcu.osworld.run_queue import left_running
 from tests.queue.test_launch_pacing import POLL_SEC, MovingClock, TimedExecutor, config
 
 GUEST_FAIL = {"status": "error", "score": None, "failure_classification": "guest"}
@@ -49,3 +51,13 @@ def test_a_log_whose_reader_went_away_does_not_stop_the_queue(tmp_path: Path) ->
     assert run_queue(config(tmp_path, ["t0"], max_active_tasks=1), clock=clock,
                      executor=TimedExecutor(clock, {}), poll_interval_sec=POLL_SEC,
                      sinks=[PlainLog(out)]) == {"t0": "finished"}
+
+
+def test_ctrl_c_says_what_it_leaves_running(tmp_path: Path) -> None:
+    clock = MovingClock()
+    clock.stop_at = clock.now + 10  # stopped (as by Ctrl-C) while two attempts run
+    cfg = config(tmp_path, ["t0", "t1", "t2"], max_active_tasks=2, launch_stagger_seconds=0)
+    with pytest.raises(KeyboardInterrupt):
+        run_queue(cfg, clock=clock, executor=TimedExecutor(clock, {}), poll_interval_sec=POLL_SEC)
+    assert left_running(cfg) == "attempts still running: 2 (launching 2)"
+    assert left_running(None) == "running attempts continue"
