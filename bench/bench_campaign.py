@@ -21,13 +21,14 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import orjson
 
 from hcu.osworld.queue.config import TaskSpec, parse_config
+from hcu.osworld.queue.events import QueueSink
 from hcu.osworld.queue.executor import Lost
 from hcu.osworld.queue.manifest import NodeInfo
 from hcu.osworld.queue.panel import run_queue
@@ -156,14 +157,16 @@ def earlier_campaign(root: Path, plans: dict[str, Plan], rng: random.Random) -> 
     return run_dir
 
 
-def simulate(root: Path, plans: dict[str, Plan], known: list[str]) -> dict[str, float]:
-    body = {"run_id": f"campaign-{'known' if known else 'unknown'}", "benchmark_version": "v1",
+def simulate(root: Path, plans: dict[str, Plan], known: list[str], sinks: Sequence[QueueSink] = (),
+             run_id: str | None = None) -> dict[str, float]:
+    """Run the campaign's head on the simulated fleet; `sinks` watch it (bench_live_view.py)."""
+    body = {"run_id": run_id or f"campaign-{'known' if known else 'unknown'}", "benchmark_version": "v1",
             "agent": "codex", "test_desktop": True, "gateway": "http://127.0.0.1:9", "results_dir": str(root),
             "tasks": list(plans), "max_active_tasks": NODES * SLOTS, "launch_stagger_seconds": 0,
             "expected_durations_from": known}
     config = parse_config(body, root / "campaign.json")
     cpu_before, wall_before = time.process_time(), time.time()
-    run_queue(config, executor=SimulatedFleet(plans), poll_interval_sec=POLL_SEC)
+    run_queue(config, executor=SimulatedFleet(plans), poll_interval_sec=POLL_SEC, sinks=sinks)
     cpu, wall = time.process_time() - cpu_before, time.time() - wall_before
     events = [orjson.loads(line) for line in (config.run_dir / "logs" / "queue.jsonl").read_bytes().splitlines()]
     launches = [e["at"] for e in events if e["event"] == "launch"]

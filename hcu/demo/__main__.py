@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 
 from hcu import REPO_ROOT
 from hcu.demo.stand_in import scripted_stack
+from hcu.osworld.live.watch import watcher
 from hcu.osworld.queue.config import ConfigError, load_config
 from hcu.osworld.queue.gate import launch_gate
 from hcu.osworld.queue.panel import run_queue
@@ -31,7 +32,7 @@ def run_demo(config_path: Path, policies: Path) -> Path:
     port = urlsplit(config.gateway).port
     with scripted_stack(config.agent, policies, token_log=config.token_log, max_model_calls=config.max_model_calls,
                         log_dir=config.run_dir / "stand-in", gateway_port=port, scope_key_file=config.scope_key_file):
-        run_queue(config, gate=launch_gate(config))
+        run_queue(config, gate=launch_gate(config), sinks=[watcher(sys.stdout)])
     summarize(config.run_dir)
     return config.run_dir / "summary" / "summary.md"
 

@@ -145,6 +145,15 @@ def policy_for(failure_classification: str | None) -> ErrorPolicy:
     return POLICIES.get(failure_classification, POLICIES["runner"])
 
 
+STATUS_CLASSES = {"evaluator_error": "evaluator", "error": "runner"}
+"""The class a result without `failure_classification` is read as (a reference-only result.json)."""
+
+
+def class_of(failure_classification: str | None, status: str) -> str | None:
+    """A result's class; a result with only the reference's fields names none, so its status stands in."""
+    return failure_classification or STATUS_CLASSES.get(status)
+
+
 def counted_score(failure_classification: str | None, termination_reason: str | None,
                   score: float | None) -> float | None:
     """The score that counts for one attempt, None when it is withheld."""

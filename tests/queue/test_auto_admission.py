@@ -138,7 +138,7 @@ def test_the_limit_follows_the_quota_and_only_holds_launches(tmp_path: Path) -> 
     launches_within_the_limit(found)
     assert all(e["state"] == "finished" for e in found if e["event"] == "exit")
     status = (tmp_path / "auto" / "QUEUE_STATUS.md").read_text()
-    assert f"Admission auto: {limits[-1]['limit']} attempts at once (ceiling 8)" in status, status
+    assert f"Admission: {limits[-1]['limit']} at once (auto, ceiling 8;" in status, status
 
 
 @pytest.mark.parametrize("ceiling, slots, top", [(4, None, 4), (8, 3, 3)], ids=["ceiling", "executor slots"])

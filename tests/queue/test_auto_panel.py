@@ -59,4 +59,4 @@ def test_an_auto_panel_against_a_rate_limited_model_scores_every_attempt(tmp_pat
     limit_events = [e for e in events if e["event"] == "limit"]
     assert limit_events[0]["signal"] == "default" and all(1 <= e["limit"] <= 3 for e in limit_events)
     launches_within_the_limit(events)
-    assert "Admission auto:" in (config.run_dir / "QUEUE_STATUS.md").read_text()
+    assert "at once (auto, ceiling" in (config.run_dir / "QUEUE_STATUS.md").read_text()

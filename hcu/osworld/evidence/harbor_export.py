@@ -25,6 +25,7 @@ from pathlib import Path, PurePosixPath
 
 import orjson
 
+from hcu.osworld.errors import class_of
 from hcu.osworld.evidence.atif import SCHEMA_VERSION, ContentPart, Trajectory, image_part, text_part
 from hcu.osworld.evidence.export_folder import FileWriter, claim_out_dir
 from hcu.osworld.evidence.harbor_records import (
@@ -53,7 +54,6 @@ from hcu.osworld.evidence.redact import Redactor
 from hcu.osworld.records.layout import META_FILE, TRAJECTORY_FILE
 from hcu.osworld.records.result import PhaseTiming
 from hcu.osworld.summary.model import Baseline, SummaryUnreadable, parse_summary
-from hcu.osworld.summary.rows import STATUS_CLASSES
 
 DATASET = "osworld"
 """The trials' `source`: the dataset Harbor groups rewards by."""
@@ -210,7 +210,7 @@ def _usage(attempt: KeptAttempt, trajectory_note: str, redactor: Redactor) -> Ag
 def _withheld(attempt: KeptAttempt, redactor: Redactor) -> ExceptionInfo:
     """A withheld attempt as the errored trial Harbor shows: its failure class as the exception's type."""
     result = attempt.result
-    failure = (result.failure_classification or STATUS_CLASSES.get(result.status)) if result else None
+    failure = class_of(result.failure_classification, result.status) if result else None
     kind = "".join(word.capitalize() for word in failure.split("_")) + "Error" if failure else "MissingResultError"
     message = f"withheld: {attempt.withheld}" + (f": {result.failure_message}" if result and result.failure_message
                                                  else "")

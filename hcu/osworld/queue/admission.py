@@ -132,6 +132,15 @@ class AutoAdmission:
         self.last = Decision(change, self._fields(controller, change.stats))
         return self.last
 
+    def reconfigure(self, config: RunConfig, now: float) -> Decision | None:
+        """The run's settings changed while it runs (`ctl set`): the ceiling they give now holds."""
+        self.config = config
+        change = None if self.controller is None else self.controller.cap(now, config.active_ceiling)
+        if change is None or self.controller is None:
+            return None
+        self.last = Decision(change, self._fields(self.controller, change.stats))
+        return self.last
+
     def _scope(self, active: ActiveAttempt) -> str:
         return AttemptId(run_id=str(self.config.run_id), task_id=active.task_id, attempt=active.attempt,
                          repeat=active.repeat).gateway_scope
@@ -147,15 +156,16 @@ class AutoAdmission:
                 "lowered_at": None if lowered == -math.inf else lowered}
 
     def describe(self, now: float) -> str:
-        """QUEUE_STATUS.md's line: the limit, why, and the signal now."""
+        """Why the limit is what it is, for QUEUE_STATUS.md and the live view: the rule, its last change and the
+        signal now."""
         if self.controller is None or self.last is None:
-            return f"Admission auto: starting (ceiling {self.config.active_ceiling})."
+            return f"auto, ceiling {self.config.active_ceiling}; starting"
         change, stats = self.last.change, self.controller.window(now)
         at = time.strftime("%H:%M:%S UTC", time.gmtime(self.controller.changed_at))
         share = "no agent time measured yet" if stats.wait_share is None else \
             f"{stats.wait_share:.1%} of agent time waited on rate limits over the last {stats.span_sec:.0f} s"
         headroom = "" if stats.headroom is None else f"; upstream headroom {stats.headroom:.0%}"
         unread = "" if self.read else "; the gateways could not be read at the last poll"
-        attempts = "attempt" if self.limit == 1 else "attempts"
-        return (f"Admission auto: {self.limit} {attempts} at once (ceiling {self.controller.ceiling}), "
-                f"{change.signal} at {at}: {change.reason}. Now: {share}{headroom}{unread}.")
+        return (f"auto, ceiling {self.controller.ceiling}; {change.signal} at {at}: {change.reason}; "
+                f"now {share}{headroom}{unread}")
+

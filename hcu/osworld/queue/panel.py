@@ -13,28 +13,37 @@ them again.
 from __future__ import annotations
 
 import os
+import socket
 import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
-
-import orjson
-from filelock import FileLock, Timeout
-from pydantic import ValidationError
 
 from hcu.osworld.errors import FailureClass, HcuOSWorldError, policy_for
 from hcu.osworld.queue.admission import AutoAdmission, ReportSource
-from hcu.osworld.queue.config import AUTO, TUNABLE_KEYS, RunConfig, lowered_repeats
+from hcu.osworld.queue.config import AUTO, RunConfig
+from hcu.osworld.queue.control import QueueControl
+from hcu.osworld.queue.events import EventLog, QueueSink
 from hcu.osworld.queue.executor import Executor, Lost, QueueRefused
 from hcu.osworld.queue.executors import make_executor
 from hcu.osworld.queue.forecasting import finished_profile, live_forecast
 from hcu.osworld.queue.gate import LaunchGate
 from hcu.osworld.queue.manifest import record_nodes, record_start
 from hcu.osworld.queue.order import LaunchQueue, expected_durations
+from hcu.osworld.queue.resume import config_difference, refuse_changed_config, run_lock
+from hcu.osworld.queue.snapshot import (
+    RECENT_FINISHES,
+    ActiveFigure,
+    FinishFigure,
+    ForecastFigures,
+    QueueSnapshot,
+    QueueState,
+    ScoreTally,
+    snapshot_path,
+)
 from hcu.osworld.queue.spend import SpendMeter, ceiling_message
 from hcu.osworld.queue.state import RetryNote, TaskView, read_retry_notes, scan_task
-from hcu.osworld.queue.status import ActiveAttempt, Finish, StatusView, render
+from hcu.osworld.queue.status import ActiveAttempt, read_phase, render
 from hcu.osworld.records.identity import AttemptId, split_repeat_key
 from hcu.record_io import write_atomic, write_json, write_record
 
@@ -51,7 +60,8 @@ class QueueClock:
 SYSTEM_CLOCK = QueueClock()
 STATUS_INTERVAL_SEC = 1.0
 
-__all__ = ["DEFAULT_POLL_SEC", "QueueRefused", "QueueStopped", "config_difference", "run_queue", "run_lock"]
+__all__ = ["DEFAULT_POLL_SEC", "QueueDrained", "QueueRefused", "QueueStopped", "config_difference", "run_queue",
+           "run_lock"]
 
 
 class QueueStopped(HcuOSWorldError):
@@ -60,56 +70,8 @@ class QueueStopped(HcuOSWorldError):
     in one line."""
 
 
-@contextmanager
-def run_lock(run_dir: Path) -> Iterator[None]:
-    """One queue per run directory. The OS drops the lock when its holder dies, even by kill -9."""
-    run_dir.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(str(run_dir / ".queue.lock"), timeout=0)
-    try:
-        lock.acquire()
-    except Timeout:
-        raise QueueRefused(f"{run_dir}: another queue is already running on this run directory") from None
-    try:
-        yield
-    finally:
-        lock.release()
-
-
-def stored_config(config: RunConfig) -> RunConfig | None:
-    """The config the run started with (None for a new run); QueueRefused when it cannot be read."""
-    path = config.run_dir / "config.json"
-    if not path.exists():
-        return None
-    try:
-        return RunConfig.model_validate(orjson.loads(path.read_bytes()))
-    except (orjson.JSONDecodeError, ValidationError):
-        raise QueueRefused(f"{path}: unreadable; this run's config cannot be compared") from None
-
-
-def config_difference(config: RunConfig) -> list[str] | None:
-    """Keys that differ from the config stored in the run directory; None when there is none yet."""
-    try:
-        stored = stored_config(config)
-    except QueueRefused:
-        return ["config.json (unreadable)"]
-    if stored is None:
-        return None
-    old, new = stored.comparable(), config.comparable()
-    changed = sorted(key for key in old.keys() | new.keys() if old.get(key) != new.get(key))
-    return changed + (["repeats (lowered)"] if lowered_repeats(stored, config) else [])
-
-
-def refuse_changed_config(config: RunConfig) -> None:
-    """Refuse a resume whose config is another run's (nothing in the run directory is touched)."""
-    stored = stored_config(config)
-    lowered = lowered_repeats(stored, config) if stored is not None else None
-    if lowered:
-        raise QueueRefused(f"{config.run_dir / 'config.json'}: {lowered}")
-    changed = config_difference(config)
-    if changed:
-        raise QueueRefused(f"{config.run_dir / 'config.json'}: {', '.join(changed)} differ from the config "
-                           f"this run started with (only {', '.join(sorted(TUNABLE_KEYS))}, ray.address and "
-                           "raised repeats may change; use a new run_id)")
+class QueueDrained(HcuOSWorldError):
+    """`ctl drain`: the running attempts finished and the queue exited with repeats left to run (one line)."""
 
 
 class PanelQueue:
@@ -117,11 +79,14 @@ class PanelQueue:
 
     def __init__(self, config: RunConfig, executor: Executor, poll_interval_sec: float,
                  gate: LaunchGate | None = None, clock: QueueClock = SYSTEM_CLOCK,
-                 reports: ReportSource | None = None) -> None:
+                 sinks: Sequence[QueueSink] = (), reports: ReportSource | None = None) -> None:
+        self.sinks: list[QueueSink] = [EventLog(config.run_dir), *sinks]
+        self.control = QueueControl(config.run_dir, config)
+        config = self.control.config  # with the values `ctl set` gave that still hold
         self.config, self.executor, self.poll_interval_sec = config, executor, poll_interval_sec
         self.clock = clock
-        self.admission = AutoAdmission(config, reports or executor.gateway_reports) \
-            if config.max_active_tasks == AUTO else None
+        self.reports = reports or executor.gateway_reports
+        self.admission = AutoAdmission(config, self.reports) if config.max_active_tasks == AUTO else None
         """Under "max_active_tasks": "auto" (queue/admission.py); it replaces the launch pause after a
         rate-limited attempt (errors.py), which applies under a fixed max_active_tasks."""
         self.gate, self.held = gate, ""
@@ -134,40 +99,55 @@ class PanelQueue:
         self.pending = LaunchQueue(self.units, expected_durations(config))
         self.active: dict[str, ActiveAttempt] = {}
         self.final: dict[str, str] = {}
-        self.finishes: list[Finish] = []
+        self.finishes: list[FinishFigure] = []
+        self.tally = ScoreTally(len(self.units), clustered=any(config.repeats_of(task) > 1 for task in config.tasks))
+        self.limit_now, self.limit_reason = 0, "max_active_tasks"
+        """The admission limit as the last `limit` event announced it, and why."""
+        self.started_at = clock.time()
         notes = read_retry_notes(self.run_dir)
         self.retries = [f"{name}: {note.failure_classification if note else 'no retry.json'}"
                         for name, note in notes.items()]
         self.last_launch = self.last_status = 0.0
         self.pause_until = max((n.moved_at + n.pause_launches_sec for n in notes.values()
-                                if n and not self.admission),
-                               default=0.0)
+                                if n and not self.admission), default=0.0)
         self.lowered = sum(1 for n in notes.values() if n and policy_for(n.failure_classification).lowers_active_tasks)
         """How many attempts fewer than max_active_tasks run at once (errors.py `lowers_active_tasks`)."""
         self.recorded_nodes: dict[str, str] = {}
         self.forecast = live_forecast(config)
 
     def run(self) -> dict[str, str]:
+        try:
+            return self._run()
+        finally:
+            for sink in self.sinks:
+                sink.close()
+
+    def _run(self) -> dict[str, str]:
         self._event("start", pid=os.getpid(), executor=self.executor.name)
+        if self.control.paused or self.control.kept or self.control.dropped:
+            self._event("control_restored", paused=self.control.paused, settings=self.control.kept,
+                        dropped=self.control.dropped)
         try:
             self._adopt()
             if self.admission:  # what the last queue left is taken: a restart resumes its limit
-                to_go = len(self.pending) + len(self.active)
-                safe = self.forecast.forecast(to_go, self.config.active_ceiling).safe_concurrency
-                self._event("limit", **self.admission.begin(safe, self.clock.time()).event)
-            while self.active or (self.pending and not self.stopped):
+                self._begin_admission()
+            while self._working():
+                commanded = self.control.poll(self._event, self.clock.time(), len(self.active))
+                if self.control.config is not self.config:
+                    self._reconfigure()
                 self._reap()
-                if self.admission and (limit := self.admission.tick(self.clock.time(), self.active.values(),
-                                                                     self.executor.capacity())):
-                    self._event("limit", **limit.event)
+                if self.admission and (decision := self.admission.tick(self.clock.time(), self.active.values(),
+                                                                        self.executor.capacity())):
+                    self._event("limit", **decision.event)
+                self._announce_limit()
                 self._launch_due()
                 self._record_nodes()
-                self._write_status(self.stopped or self.held)
-                if self.active or (self.pending and not self.stopped):
+                self._write_status(self.stopped or self.held, force=commanded)  # ctl status shows what it did
+                if self._working():
                     self.clock.sleep(self.poll_interval_sec)
         except BaseException:
             self._write_status(f"Queue stopped; {len(self.active)} attempts keep running and are adopted "
-                               "by the next start.", force=True)
+                               "by the next start.", force=True, state="interrupted")
             self._event("stop", active=sorted(self.active))
             self.executor.close(run_done=False)
             raise
@@ -179,12 +159,42 @@ class PanelQueue:
             self.executor.close(run_done=True)
             fix = "Raise max_cost_usd" if self.ceiling_hit else "Fix it"
             self._write_status(f"{self.stopped}. {fix} and start the queue again: it runs what is left.",
-                               force=True)
+                               force=True, state="stopped")
             raise QueueStopped(self.stopped)
+        if self.pending:  # drained
+            self._event("drained", pending=list(self.pending), leftovers_removed=removed)
+            self.executor.close(run_done=True)
+            said = f"drained (ctl drain): {len(self.pending)} repeats not started; start the queue again to run them"
+            self._write_status(f"D{said[1:]}.", force=True, state="drained")
+            raise QueueDrained(said)
         self._event("done", states=dict(Counter(self.final.values())), leftovers_removed=removed)
         self.executor.close(run_done=True)
-        self._write_status("All tasks final.", force=True)
+        self._write_status("All tasks final.", force=True, state="done")
         return dict(self.final)
+
+    def _working(self) -> bool:
+        """Attempts run, or launches are to come (neither stopped for good nor drained)."""
+        return bool(self.active or (self.pending and not self.stopped and not self.control.draining))
+
+    def _begin_admission(self) -> None:
+        assert self.admission is not None
+        to_go = len(self.pending) + len(self.active)
+        safe = self.forecast.forecast(to_go, self.config.active_ceiling).safe_concurrency
+        self._event("limit", **self.admission.begin(safe, self.clock.time()).event)
+
+    def _reconfigure(self) -> None:
+        """`ctl set` changed a setting: it holds from this poll on."""
+        auto_before, self.config = self.admission is not None, self.control.config
+        if self.config.max_active_tasks != AUTO:
+            self.admission = None  # a fixed number from now on: _announce_limit states it
+        elif not auto_before:
+            self.admission = AutoAdmission(self.config, self.reports)
+            self._begin_admission()
+        elif decision := self.admission.reconfigure(self.config, self.clock.time()):
+            self._event("limit", **decision.event)
+        self.spend.limit = self.config.max_cost_usd
+        if self.ceiling_hit and not self.spend.reached():  # a raised ceiling lets launches go on
+            self.stopped, self.ceiling_hit = "", False
 
     def _adopt(self) -> None:
         """Take over what the last queue left: live attempts, finished results, dead attempts, leftovers."""
@@ -202,6 +212,7 @@ class PanelQueue:
             self.forecast.add(profile)
         if view.state in ("finished", "exhausted"):
             self.final[view.key] = view.state
+            self.tally.add(view.task_id, view.repeat, view.result)
         elif view.state == "pending":
             self.pending.push(view.key)
         elif view.state in ("active", "placed"):
@@ -268,9 +279,12 @@ class PanelQueue:
                            "config_failed": "set aside; launches stopped",
                            "exhausted": "out of attempts"}.get(view.state, view.state)
             now = self.clock.time()
-            self.finishes.append(Finish(key, active.attempt, outcome, now, now - active.started_at))
+            score = self.tally.add(view.task_id, view.repeat, view.result) if view.state == "finished" else None
+            self.finishes = [*self.finishes[1 - RECENT_FINISHES:], FinishFigure(
+                key=key, attempt=active.attempt, outcome=outcome, at=now, duration_sec=now - active.started_at,
+                score=score)]
             self._event("exit", task_id=active.task_id, repeat=active.repeat, attempt=active.attempt,
-                        state=view.state, node=active.node)
+                        state=view.state, node=active.node, score=score)
             if view.state in ("finished", "exhausted"):  # a runner killed after its result leaves containers
                 self.executor.remove_leftovers(self._attempt_id(key, active.attempt), active.node)
             if lost is not None and view.result is None:
@@ -283,6 +297,9 @@ class PanelQueue:
     def _launch_due(self) -> None:
         config = self.config
         checked, self.held = False, ""
+        if self.control.paused or self.control.draining:
+            self.held = "launches draining (ctl drain)" if self.control.draining else "launches paused (ctl pause)"
+            return
         while (not self.stopped and self.pending and len(self.active) < self._slots()
                and self.clock.time() >= self.pause_until
                and self.clock.time() - self.last_launch >= config.launch_stagger_seconds):
@@ -305,6 +322,17 @@ class PanelQueue:
 
     def _limit(self) -> int:
         return max(1, (self.admission.limit if self.admission else self.config.active_ceiling) - self.lowered)
+
+    def _limit_signal(self) -> str:
+        """Why the limit is what it is, in a few words."""
+        why = "max_active_tasks" + (" (ctl set)" if "max_active_tasks" in self.control.set_keys() else "")
+        return why + (f" {self.config.max_active_tasks} lowered by {self.lowered}: guests ran out of memory"
+                      if self.lowered else "")
+
+    def _announce_limit(self) -> None:
+        """A `limit` event whenever a fixed limit changes (at the start too); under auto its rule states them."""
+        if not self.admission and (limit := self._limit()) != self.limit_now:
+            self._event("limit", limit=limit, previous=self.limit_now or None, signal=self._limit_signal())
 
     def _slots(self) -> int:
         capacity = self.executor.capacity()
@@ -339,44 +367,67 @@ class PanelQueue:
     def _result_dir(self, key: str) -> Path:
         return self.run_dir / "tasks" / key
 
-    def _write_status(self, note: str, force: bool = False) -> None:
-        """Rewritten at most once a second (a poll can be much faster), and always when the queue stops."""
+    def _write_status(self, note: str, force: bool = False, state: QueueState | None = None) -> None:
+        """QUEUE_STATUS.md and queue-status.json, offered to the sinks too: rewritten at most once a second (a
+        poll can be much faster), and always when the queue stops."""
         if not force and self.clock.time() - self.last_status < STATUS_INTERVAL_SEC:
             return
-        self.last_status = self.clock.time()
-        states = Counter(self.final.values())
-        states.update(pending=len(self.pending), active=len(self.active))
+        self.last_status = now = self.clock.time()
         if self.lowered:
             note = f"{note} max_active_tasks lowered to {self._limit()}: guests ran out of memory.".strip()
-        view = StatusView(run_id=str(self.config.run_id), max_active_tasks=self._limit(),
-                          states=states, active=list(self.active.values()), finishes=self.finishes,
-                          retries=self.retries, pause_until=self.pause_until, note=note,
-                          spend=self.spend.describe(),
-                          admission=self.admission.describe(self.last_status) if self.admission else "",
-                          forecast=self.forecast.lines(len(self.pending) + len(self.active), len(self.active),
-                                                       self._limit()))
-        write_atomic(self.run_dir / "QUEUE_STATUS.md", render(view, self.last_status).encode())
+        snapshot = self._snapshot(note, state or ("stopping" if self.stopped else "draining" if self.control.draining
+                                                  else "paused" if self.control.paused else "running"), now)
+        write_atomic(self.run_dir / "QUEUE_STATUS.md", render(snapshot, now).encode())
+        write_atomic(snapshot_path(self.run_dir), snapshot.model_dump_json().encode())
+        for sink in self.sinks:
+            sink.figures(snapshot)
+
+    def _snapshot(self, note: str, state: QueueState, now: float) -> QueueSnapshot:
+        active = [ActiveFigure(key=a.key, attempt=a.attempt, pid=a.pid, phase=phase, phase_since=since,
+                               started_at=a.started_at, adopted=a.adopted, node=a.node)
+                  for a in self.active.values() for phase, since in [read_phase(a.result_dir)]]
+        to_go = len(self.pending) + len(self.active)
+        return QueueSnapshot(
+            run_id=str(self.config.run_id), pid=os.getpid(), host=socket.gethostname(), started_at=self.started_at,
+            updated_at=now, state=state, note=note, planned=len(self.units),
+            final=dict(Counter(self.final.values())), pending=len(self.pending), running=len(self.active),
+            phases=dict(Counter(a.phase.split(":")[0] for a in active)), active=active,
+            set_aside=len(self.retries), retries=self.retries, recent=self.finishes, limit=self._limit(),
+            limit_reason=self.admission.describe(now) if self.admission else self.limit_reason,
+            slots=self.executor.capacity(), settings=self.control.settings(),
+            set_by_ctl=self.control.set_keys(), paused=self.control.paused, draining=self.control.draining,
+            held=self.stopped or self.held,
+            rate_limits=self.spend.rate_limits(now, self.pause_until),
+            spend_usd=self.spend.total.usd if self.config.prices else None, spend_line=self.spend.describe(),
+            tokens=self.spend.tokens,
+            forecast=ForecastFigures.of(self.forecast.forecast(to_go, self._limit()),
+                                        self.forecast.lines(to_go, len(self.active), self._limit())),
+            score=self.tally.figures())
 
     def _event(self, event: str, **fields: object) -> None:
-        """One line per queue decision in logs/queue.jsonl: launches, adoptions, exits, retries."""
-        path = self.run_dir / "logs" / "queue.jsonl"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("ab") as f:
-            f.write(orjson.dumps({"at": self.clock.time(), "event": event, **fields}) + b"\n")
+        """One event per queue decision (launches, adoptions, exits, retries, limits, commands), offered to every
+        sink: logs/queue.jsonl first, then whatever watches the run."""
+        if event == "limit":
+            self.limit_now, self.limit_reason = int(fields["limit"]), str(fields.get("signal") or "")  # type: ignore[call-overload]
+        record = {"at": self.clock.time(), "event": event, **fields}
+        for sink in self.sinks:
+            sink.event(record)
 
 
 def run_queue(config: RunConfig, *, runner: Sequence[str] | None = None,
               poll_interval_sec: float = DEFAULT_POLL_SEC, gate: LaunchGate | None = None,
               executor: Executor | None = None, clock: QueueClock = SYSTEM_CLOCK,
-              reports: ReportSource | None = None) -> dict[str, str]:
+              sinks: Sequence[QueueSink] = (), reports: ReportSource | None = None) -> dict[str, str]:
     """Run (or resume) the panel until every repeat of every task is final; returns key (the task id for
     repeat 1, `<task>.r<n>` after it) -> "finished" | "exhausted".
     `gate` holds launches (e.g. `queue_gate.gateway_gate(config)`: while the gateway is down); `runner`
-    replaces run_task (tests), `executor` the one the config names (benchmarks), `clock` the system's (tests),
-    `reports` the gateways' reports the admission reads under "auto" (tests)."""
+    replaces run_task (tests), `executor` the one the config names (benchmarks), `clock` the system's (tests);
+    `sinks` watch its events and figures (the terminal view, the plain-line log: hcu/osworld/live), `reports`
+    replaces the gateways' reports the admission reads under "auto" (tests).
+    QueueDrained when `ctl drain` ended it with repeats left."""
     with run_lock(config.run_dir):
         refuse_changed_config(config)
         executor = executor or make_executor(config, runner)  # a cluster that cannot be joined writes nothing
         write_json(config.run_dir / "config.json", config.model_dump(mode="json"))
         record_start(config)
-        return PanelQueue(config, executor, poll_interval_sec, gate, clock, reports).run()
+        return PanelQueue(config, executor, poll_interval_sec, gate, clock, sinks, reports).run()

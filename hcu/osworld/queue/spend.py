@@ -10,11 +10,16 @@ run's token log when its results come home, so the spend of attempts still runni
 from __future__ import annotations
 
 import os
+from collections import deque
 from pathlib import Path
 
 from hcu.osworld.queue.config import RunConfig
+from hcu.osworld.queue.snapshot import RateLimitFigures
 from hcu.osworld.records.cost import Cost, token_rows
 from hcu.osworld.records.identity import attempt_of_scope
+
+RATE_LIMIT_WINDOW_SEC = 60.0
+"""How far back the rate-limit waits shown now reach."""
 
 
 def usd(value: float) -> str:
@@ -39,6 +44,10 @@ class SpendMeter:
     def _reset(self, identity: tuple[int, int] | None) -> None:
         self.identity, self.offset = identity, 0
         self.total, self.scopes = Cost(), {}
+        self.tokens = 0
+        """Input + output tokens of the run's rows."""
+        self.waits: deque[tuple[float, float]] = deque()
+        """(when logged, seconds waited) of the run's rows that waited on a rate limit, newest last."""
 
     def refresh(self) -> float:
         """Read what the log gained; returns the priced spend in USD."""
@@ -60,7 +69,26 @@ class SpendMeter:
             if self._is_ours(scope):
                 self.total.add(row, self.prices)
                 self.scopes.setdefault(scope, Cost()).add(row, self.prices)
+                self._count(row)
         return self.total.usd
+
+    def _count(self, row: dict) -> None:
+        usage, waited, logged = row.get("usage"), row.get("rate_limit_wait_sec"), row.get("time")
+        if isinstance(usage, dict):
+            self.tokens += sum(v for v in (usage.get("input_tokens"), usage.get("output_tokens"))
+                               if isinstance(v, int))
+        if isinstance(waited, (int, float)) and waited > 0 and isinstance(logged, (int, float)):
+            self.waits.append((float(logged), float(waited)))
+
+    def rate_limits(self, now: float, launches_paused_until: float) -> RateLimitFigures:
+        """Rate-limit waits now: the queue's launch pause, and the run's requests logged in the last
+        RATE_LIMIT_WINDOW_SEC that had waited on a rate limit."""
+        self.refresh()
+        while self.waits and self.waits[0][0] < now - RATE_LIMIT_WINDOW_SEC:
+            self.waits.popleft()
+        return RateLimitFigures(launches_paused_until=launches_paused_until if launches_paused_until > now else 0.0,
+                                waited_requests=len(self.waits), waited_sec=sum(w for _, w in self.waits),
+                                window_sec=RATE_LIMIT_WINDOW_SEC)
 
     def _is_ours(self, scope: str) -> bool:
         known = self._ours.get(scope)

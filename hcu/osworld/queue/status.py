@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
 
+from hcu.osworld.queue.snapshot import QueueSnapshot, ScoreFigures
 from hcu.osworld.records.identity import repeat_key
 from hcu.osworld.records.layout import LEASE_FILE
-
-RECENT_FINISHES = 10
 
 
 @dataclass
@@ -33,35 +32,6 @@ class ActiveAttempt:
         return repeat_key(self.task_id, self.repeat)
 
 
-@dataclass
-class Finish:
-    key: str
-    """The task and repeat (`<task>` or `<task>.r<n>`)."""
-    attempt: int
-    outcome: str
-    """"finished", "set aside (<class>)" or "exhausted"."""
-    at: float
-    duration_sec: float | None
-
-
-@dataclass
-class StatusView:
-    run_id: str
-    max_active_tasks: int
-    states: Counter[str]
-    active: list[ActiveAttempt]
-    finishes: list[Finish] = field(default_factory=list)
-    retries: list[str] = field(default_factory=list)
-    pause_until: float = 0.0
-    note: str = ""
-    spend: str = ""
-    """The run's spend against its max_cost_usd, in words (spend.py)."""
-    admission: str = ""
-    """Under "max_active_tasks": "auto": the limit, why, and the signal now (admission.py)."""
-    forecast: list[str] = field(default_factory=list)
-    """The campaign forecast: ETA, tokens, calls and cost to go (quota/live.py)."""
-
-
 def read_phase(result_dir: Path) -> tuple[str, float | None]:
     """The runner's current phase from progress.json, if it writes one."""
     try:
@@ -77,28 +47,45 @@ def _age(seconds: float) -> str:
     return f"{seconds // 3600}h{seconds // 60 % 60:02d}m{seconds % 60:02d}s"
 
 
-def render(view: StatusView, now: float | None = None) -> str:
+def render(view: QueueSnapshot, now: float | None = None) -> str:
+    """QUEUE_STATUS.md from the queue's figures."""
     now = time.time() if now is None else now
     stamp = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(now))
+    states = Counter(view.final)
+    states.update(pending=view.pending, active=view.running)
     lines = [f"# Queue status: {view.run_id}", "", f"Updated {stamp}. {view.note}".rstrip(), "",
              "| state | task repeats |", "|---|---|"]
-    lines += [f"| {state} | {count} |" for state, count in sorted(view.states.items())]
-    pause = view.pause_until - now
+    lines += [f"| {state} | {count} |" for state, count in sorted(states.items())]
+    pause = view.rate_limits.launches_paused_until - now
     lines += ["", f"Launches paused for rate limits: {_age(pause)} more." if pause > 0 else
-              "Launches not paused.", *([view.admission] if view.admission else []),
-              *([view.spend] if view.spend else []),
-              *view.forecast, "",
-              f"## Active ({len(view.active)} of {view.max_active_tasks})", "",
+              "Launches not paused.", *([f"Launches {control_word(view)}."] if control_word(view) else []),
+              f"Admission: {view.limit} at once ({view.limit_reason}).", score_line(view.score),
+              *([view.spend_line] if view.spend_line else []),
+              *(view.forecast.lines if view.forecast else []), "",
+              f"## Active ({len(view.active)} of {view.limit})", "",
               "| task | attempt | pid | phase | in phase | age | adopted | node |", "|---|---|---|---|---|---|---|---|"]
     for active in sorted(view.active, key=lambda a: a.started_at):
-        phase, since = read_phase(active.result_dir)
-        in_phase = "" if since is None else _age(now - since)
-        lines.append(f"| {active.key} | {active.attempt} | {active.pid} | {phase} | {in_phase} | "
+        in_phase = "" if active.phase_since is None else _age(now - active.phase_since)
+        lines.append(f"| {active.key} | {active.attempt} | {active.pid} | {active.phase} | {in_phase} | "
                      f"{_age(now - active.started_at)} | {'yes' if active.adopted else ''} | "
                      f"{active.node or 'placing'} |")
     lines += ["", "## Recent finishes", "", "| task | attempt | outcome | duration |", "|---|---|---|---|"]
-    for finish in view.finishes[-RECENT_FINISHES:][::-1]:
+    for finish in view.recent[::-1]:
         took = "" if finish.duration_sec is None else _age(finish.duration_sec)
         lines.append(f"| {finish.key} | {finish.attempt} | {finish.outcome} | {took} |")
     lines += ["", f"## Retries ({len(view.retries)})", ""] + [f"- {entry}" for entry in view.retries]
     return "\n".join(lines) + "\n"
+
+
+def control_word(view: QueueSnapshot) -> str:
+    """What the operator asked of launches (`ctl`), in words; empty when nothing."""
+    if view.draining:
+        return "draining (ctl drain): the queue exits once the running attempts have finished"
+    return "paused (ctl pause): no attempt starts until `ctl resume`" if view.paused else ""
+
+
+def score_line(score: ScoreFigures) -> str:
+    if score.mean is None:
+        return f"Score so far: none scored yet (0 of {score.planned} repeats; {score.withheld} withheld)."
+    return (f"Score so far: {score.mean:.3f} over {score.scored} of {score.planned} repeats scored "
+            f"({100 * score.coverage:.1f}% coverage; {score.withheld} withheld).")

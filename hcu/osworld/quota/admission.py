@@ -176,6 +176,13 @@ class Controller:
         while self.spans and self.spans[0].start < at - self.rule.window_sec:
             self.spans.popleft()
 
+    def cap(self, at: float, ceiling: int) -> LimitChange | None:
+        """A new ceiling (`ctl set auto_max_active_tasks`): a limit above it comes down to it at once."""
+        self.ceiling = ceiling
+        if self.limit <= ceiling:
+            return None
+        return self._change(at, ceiling, "ceiling", f"auto_max_active_tasks set to {ceiling}", self.window(at))
+
     def _lower(self, at: float, factor: float, signal: str, reason: str, stats: WindowStats) -> LimitChange | None:
         if self.limit <= 1:
             return None

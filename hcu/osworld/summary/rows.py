@@ -23,9 +23,6 @@ from hcu.osworld.records.identity import repeat_key
 from hcu.osworld.records.layout import LEASE_FILE, RESULT_FILE
 from hcu.osworld.records.result import TaskResult, Usage
 
-STATUS_CLASSES = {"evaluator_error": "evaluator", "error": "runner"}
-"""The class a result without `failure_classification` is read as (a reference-only result.json)."""
-
 
 @dataclass
 class AttemptRow:
@@ -73,8 +70,8 @@ class AttemptRow:
 
 
 def failure_class(result: TaskResult) -> str | None:
-    """The result's class; a result with only the reference's fields names none, so its status stands in."""
-    return result.failure_classification or STATUS_CLASSES.get(result.status)
+    """The result's class (errors.class_of)."""
+    return errors.class_of(result.failure_classification, result.status)
 
 
 def counted_score(result: TaskResult) -> tuple[float | None, str]:

@@ -29,6 +29,7 @@ from hcu.osworld.view.html import (
     when,
 )
 from hcu.osworld.view.links import Links
+from hcu.osworld.view.queue_live import live_section, timeline_section
 from hcu.osworld.view.tables import Column, Row, data_table, filter_form, number, select, text
 
 COLUMNS: tuple[Column, ...] = (("task", "task", "text"), ("rep", "repeat", "num"), ("domain", "domain", "text"),
@@ -220,9 +221,10 @@ def render_index(run: RunData, links: Links, *, compare_with: str | None = None)
                if compare_with else "")
     extra = (absent(f"{len(index.extra_folders)} folders in tasks/ name no task of config.json: "
                     + ", ".join(index.extra_folders[:10])) if index.extra_folders and run.config else "")
-    body = (_title_line(run, index) + compare + _headline(run, index, links) + extra
+    body = (_title_line(run, index) + compare + live_section(run, links) + _headline(run, index, links) + extra
             + section("Charts", run_charts(run, index.rows), anchor="charts",
                       note="hover a mark for its figures")
             + section("Attempts", task_table(index.rows, links), anchor="attempts",
-                      note="click a header to sort; filters stay in the address") + _records(run))
+                      note="click a header to sort; filters stay in the address") + timeline_section(run)
+            + _records(run))
     return page(f"{run.run_id} · hcu view", body, links, [(run.run_id, None)])

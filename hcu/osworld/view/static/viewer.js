@@ -148,8 +148,25 @@
     if (img) img.closest("figure").classList.toggle("zoomed");
   });
 
+  // While the queue runs, the run page reloads itself (its filters live in the address and survive it), except
+  // while something is being typed.
+  function setupReload() {
+    const live = document.querySelector("[data-reload]");
+    if (!live) return;
+    const every = Number(live.dataset.reload) * 1000;
+    function reload() {
+      if (document.activeElement && document.activeElement.closest("input, select, textarea")) {
+        setTimeout(reload, every);
+      } else {
+        location.reload();
+      }
+    }
+    setTimeout(reload, every);
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
     document.querySelectorAll("table.sortable").forEach(setupTable);
     setupSteps();
+    setupReload();
   });
 })();
