@@ -26,8 +26,9 @@ def run_dir_of(tmp_path: Path, **keys: object) -> tuple[RunConfig, Path]:
 
 @pytest.mark.parametrize(("args", "says"), [
     (["set", "max_attempts=3"], "max_attempts: unknown key; expected one of max_active_tasks"),
-    (["set", "max_active_tasks=0"], "max_active_tasks: Input should be greater than or equal to 1 (got 0)"),
-    (["set", "max_active_tasks=two"], "max_active_tasks: Input should be a valid integer"),
+    (["set", "max_active_tasks=0"], 'max_active_tasks: expected a positive integer or "auto" (got 0)'),
+    (["set", "max_active_tasks=two"], 'max_active_tasks: expected a positive integer or "auto" (got "two")'),
+    (["set", "auto_max_active_tasks=4"], 'auto_max_active_tasks: only with "max_active_tasks": "auto"'),
     (["set", "launch_stagger_seconds=-1"], "launch_stagger_seconds: Input should be greater than or equal to 0"),
     (["set", "max_cost_usd=5"], "max_cost_usd: needs a price for the run's model"),
     (["set", "max_active_tasks"], "max_active_tasks: expected KEY=VALUE"),

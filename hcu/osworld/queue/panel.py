@@ -85,8 +85,8 @@ class PanelQueue:
         config = self.control.config  # with the values `ctl set` gave that still hold
         self.config, self.executor, self.poll_interval_sec = config, executor, poll_interval_sec
         self.clock = clock
-        self.reports = reports or executor.gateway_reports
-        self.admission = AutoAdmission(config, self.reports) if config.max_active_tasks == AUTO else None
+        self.reports = reports
+        self.admission = self._auto_admission(config) if config.max_active_tasks == AUTO else None
         """Under "max_active_tasks": "auto" (queue/admission.py); it replaces the launch pause after a
         rate-limited attempt (errors.py), which applies under a fixed max_active_tasks."""
         self.gate, self.held = gate, ""
@@ -176,6 +176,9 @@ class PanelQueue:
         """Attempts run, or launches are to come (neither stopped for good nor drained)."""
         return bool(self.active or (self.pending and not self.stopped and not self.control.draining))
 
+    def _auto_admission(self, config: RunConfig) -> AutoAdmission:
+        return AutoAdmission(config, self.reports or self.executor.gateway_reports)
+
     def _begin_admission(self) -> None:
         assert self.admission is not None
         to_go = len(self.pending) + len(self.active)
@@ -188,7 +191,7 @@ class PanelQueue:
         if self.config.max_active_tasks != AUTO:
             self.admission = None  # a fixed number from now on: _announce_limit states it
         elif not auto_before:
-            self.admission = AutoAdmission(self.config, self.reports)
+            self.admission = self._auto_admission(self.config)
             self._begin_admission()
         elif decision := self.admission.reconfigure(self.config, self.clock.time()):
             self._event("limit", **decision.event)
