@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass, field
 
 from hcu.gateway.clock import SYSTEM_CLOCK, Clock
+from hcu.gateway.errors import GatewayProxyError
 
 _HOST = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?(:\d{1,5})?$")
 _DEPLOYMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -21,7 +22,7 @@ UNKNOWN_REMAINING = 1 << 60
 """Remaining tokens assumed for an upstream not heard from yet: try it before ones known to be drained."""
 
 
-class UpstreamSpecError(ValueError):
+class UpstreamSpecError(GatewayProxyError, ValueError):
     """A malformed `--upstreams` entry."""
 
 

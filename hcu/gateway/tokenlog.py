@@ -23,6 +23,7 @@ from typing import Literal
 import orjson
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from hcu.gateway.errors import GatewayProxyError
 from hcu.gateway.scope_secret import SECRET_PREFIX, redact_secrets
 
 log = logging.getLogger("hcu.gateway")
@@ -242,7 +243,7 @@ class TokenLog:
         os.close(self._fd)
 
 
-class _Replaced(Exception):
+class _Replaced(GatewayProxyError):
     """The path names another file than the one the gateway writes, or a shorter one."""
 
 
