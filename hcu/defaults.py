@@ -149,10 +149,12 @@ class GatewayDefaults(BaseModel):
     free_calls_per_interval: int = 30
     """Token-counting and model-listing calls forwarded per scope per interval; more are refused 429 (the CLIs
     make a few per generation at most)."""
-    max_log_bytes_per_scope: int = 4 * 1024 * 1024
-    """Token-log bytes one task scope may take (about 8,000 rows; an attempt of 100 generations takes ~100 KB, a
-    scope flooding at the rates above ~1.1 MB an hour). At the ceiling the gateway serves the scope no more and
-    the runner ends its attempt as `guest_flood`; the gateway goes on for every other scope."""
+    max_log_bytes_per_scope: int = 1024 * 1024
+    """Token-log bytes one task scope's free traffic may take: the rows of its requests that used no budget slot
+    (free calls, refusals, aggregate rows; ~2,000 rows). An attempt's CLI takes a few KB of them; a scope
+    flooding at the rates above adds ~18 KB a minute. At the ceiling the gateway serves the scope no more and
+    the runner ends its attempt as `guest_flood`; every other scope goes on. Generations are bounded by the
+    budget instead."""
     max_refusal_log_bytes: int = 64 * 1024 * 1024
     """Token-log bytes all refusal rows (their own and aggregate) may take in one log; past it refusals are only
     counted (in `/healthz`), while every charged row is still written."""

@@ -403,5 +403,5 @@ class Exchange:
                 "upstream_request_id": self.request_id,
                 "response_id": self.response_id,
             },
-            charged=self.reserved or self.attempts > 0,
+            charged=self.reserved or self.attempts > 0, budgeted=self.reserved,
         )

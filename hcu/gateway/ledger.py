@@ -4,8 +4,10 @@ decides, and the token log's two ceilings.
 - **Charged rows** (a request that reached the upstream or held a budget slot) are written one by one, at once,
   whatever the ceilings say, and kept in memory while the log cannot take them: the budget and the accounting
   stay exact.
-- **Per scope**, the rows of one task scope may take `max_log_bytes_per_scope` of the log. The row that
-  reaches it closes the scope: from then on each of its requests is refused before anything of it is read
+- **Per scope**, the rows of one task scope's requests that used no budget slot (its free calls, its refusals
+  and their aggregate rows: what it got for free) may take `max_log_bytes_per_scope` of the log; its
+  generations are bounded by its budget instead, and never end an attempt here. The row that reaches the
+  ceiling closes the scope: from then on each of its requests is refused before anything of it is read
   (403 `token_log_ceiling`, counted, no row), `/healthz?task=` says `log_ceiling_reached`, and the runner ends
   the attempt as `guest_flood`. Requests already in flight finish, and their charged rows are written. Every
   other scope goes on as before.
@@ -50,7 +52,8 @@ class Ledger:
         self.limits, self.log, self.budget, self.provider, self.clock = limits, token_log, budget, provider, clock
         self.refusals = Refusals(limits, clock, self._write_aggregate)
         self.scope_bytes: dict[str, int] = {}
-        """Bytes each scope's rows take in the log (withheld refusal rows included)."""
+        """Bytes each scope's rows of requests without a budget slot take in the log (withheld refusal rows
+        included): what its ceiling counts."""
         self.closed: set[str] = set()
         """Scopes at their ceiling."""
         self.refusal_bytes = 0
@@ -80,14 +83,15 @@ class Ledger:
                            f"the gateway refused in {self.limits.refusal_interval_sec:g} s; retry after the "
                            "interval", left)
 
-    def write(self, fields: dict, *, charged: bool) -> None:
+    def write(self, fields: dict, *, charged: bool, budgeted: bool) -> None:
         """Write down one request, given as a dict with TokenLogRow's fields. `charged`: it reached the
-        upstream or held a budget slot."""
+        upstream or held a budget slot; `budgeted`: it held a budget slot."""
         task = fields["task"]
         if charged:
             row = self.log.encode(fields)
             self.log.append(row, charged=True)
-            self._grow(task, len(row))
+            if not budgeted:
+                self._grow(task, len(row))
             return
         own_row = self.refusals.count(task, fields["outcome"], fields["status"], fields["path"])
         if own_row and task not in self.closed:

@@ -10,9 +10,10 @@ instead, and skipped with a warning when unreadable; so is an aggregate row of r
 and minute).
 
 Besides the counters of the scopes that made generations, the read gives what the log's ceilings and refusal
-counters need (`hcu.gateway.ledger`): the bytes each scope's rows take, the bytes refusal rows take, and each
-scope's refusals by kind, from the rows of refusals and the aggregate rows. (The few rows a client that left
-before anything went upstream gets on its own count as bytes, not as refusals.)
+counters need (`hcu.gateway.ledger`): the bytes each scope's free calls and refusals take, the bytes refusal rows
+take in all, and each scope's refusals by kind, from the rows of refusals and the aggregate rows. (The few rows
+a client that left before anything went upstream gets on its own are not counted: a reader cannot tell them
+from generations its client left.)
 """
 
 from __future__ import annotations
@@ -56,7 +57,8 @@ class Restored:
     rows: int = 0
     skipped: int = 0
     scope_bytes: dict[str, int] = field(default_factory=dict)
-    """Bytes each scope's rows take (newline included)."""
+    """Bytes each scope's rows of requests that used no budget slot take (newline included): what its
+    token-log ceiling counts."""
     refusal_bytes: int = 0
     """Bytes rows of refusals and aggregate rows take."""
     refusals: dict[str, Counter[str]] = field(default_factory=dict)
@@ -75,37 +77,44 @@ class _Reader:
         self.out = Restored()
 
     def scan(self, lines: list[bytes]) -> None:
-        entries, sizes, outcomes, counted_of, refused = self.entries, self.sizes, _OUTCOMES, _COUNTED, REFUSED
-        rows = 0
+        entries, outcomes, counted_of, refused = self.entries, _OUTCOMES, _COUNTED, REFUSED
+        rows = len(lines)
         for line in lines:
             p = line.split(b',"', 11)
             outcome = outcomes.get(p[8], False) if len(p) == 12 and line[-1:] == b"}" else False
             counted = counted_of.get(p[9]) if outcome is not False else None
             if counted is None:
+                rows -= 1
                 if line.strip():
                     self.slow(line)
                 continue
-            rows += 1
-            key = p[1]
-            sizes[key] = sizes.get(key, 0) + len(line) + 1
-            if outcome is None:
-                continue  # a call that carries no task state and is no refusal (free)
-            if outcome in refused:
-                self.refused(key, outcome, len(line) + 1)
+            if outcome is None or outcome in refused:  # a free call, or a refusal
+                self.unbudgeted(p[1], outcome, len(line) + 1)
                 if outcome != "refused_budget":
                     continue
-            entry = entries.get(key)
+            entry = entries.get(p[1])
             if entry is None:
                 if not _plain_row(p):
                     rows -= 1
                     self.slow(line, sized=True)
                     continue
-                entry = entries[key] = [TaskState(), b"", b"", b""]
-            entry[0].record(outcome, counted, True)
+                entry = entries[p[1]] = [TaskState(), b"", b"", b""]
+            st = entry[0]
+            if outcome == "success":  # most rows: TaskState.record's first case, without the call
+                st.calls_used += counted
+                st.failed_in_a_row = 0
+            else:
+                st.record(outcome, counted, True)
             if _NO_WAIT not in p[11]:
-                _add_wait(entry[0], _wait_of(p[11]))
+                _add_wait(st, _wait_of(p[11]))
             entry[1], entry[2], entry[3] = p[0], p[3], p[4]  # the rest of the row is freed now
         self.out.rows += rows
+
+    def unbudgeted(self, key: bytes, outcome: str | None, size: int) -> None:
+        """A row of a request that used no budget slot: a free call (outcome None) or a refusal."""
+        self.sizes[key] = self.sizes.get(key, 0) + size
+        if outcome is not None:
+            self.refused(key, outcome, size)
 
     def refused(self, key: bytes, kind: str, size: int) -> None:
         self.out.refusal_bytes += size
@@ -131,10 +140,8 @@ class _Reader:
             return
         self.out.rows += 1
         key = b'task":' + orjson.dumps(task)  # the key a plain row of this task has: task":"<id>"
-        if not sized:
-            self.sizes[key] = self.sizes.get(key, 0) + len(line) + 1
-            if outcome in REFUSED:
-                self.refused(key, outcome, len(line) + 1)
+        if not sized and (outcome == "free" or outcome in REFUSED):
+            self.unbudgeted(key, outcome if outcome in REFUSED else None, len(line) + 1)
         refused_budget = 1 if outcome == "refused_budget" else 0
         if outcome == AGGREGATE:
             refused_budget = self.aggregate(key, row.get("refusals"), len(line) + 1)
@@ -161,6 +168,7 @@ class _Reader:
             log.warning("token log: an aggregate row without its counts (%d bytes)", size)
             kinds = {}
         self.out.refusal_bytes += size
+        self.sizes[key] = self.sizes.get(key, 0) + size
         counts = self.refusals.setdefault(key, Counter())
         for kind, count in kinds.items():
             if isinstance(kind, str) and type(count) is int and count > 0:

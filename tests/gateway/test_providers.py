@@ -214,7 +214,7 @@ async def test_routing_healthz_and_malformed_body(upstream, make_gateway):
         "refusals": {
             "interval_sec": 60.0, "total": {"invalid_request": 1}, "scopes": 1,
             "top_scopes": {"bad": {"invalid_request": 1}}, "flooding": 0, "flooding_scopes": [],
-            "by_peer": {"127.0.0.1": {"refused_scope": 4}}, "max_log_bytes_per_scope": 4 * 1024 * 1024,
+            "by_peer": {"127.0.0.1": {"refused_scope": 4}}, "max_log_bytes_per_scope": 1024 * 1024,
             "scopes_at_ceiling": 0, "scopes_at_ceiling_shown": [], "refusal_rows_withheld": 0,
             "refusal_log_bytes": gw.log_path.stat().st_size, "max_refusal_log_bytes": 64 * 1024 * 1024,
         },
