@@ -140,7 +140,7 @@ class GatewayDefaults(BaseModel):
     """Refusals of one scope per interval that get a token-log row each; the rest are counted into one aggregate
     row per interval (how many, of which kinds, first and last time)."""
     flood_refusals_per_interval: int = 600
-    """Refusals of one scope per interval past which, until the interval ends, every request of the scope is
+    """Refusals of one scope per interval after which, until the interval ends, every request of the scope is
     answered 429 with Retry-After before anything of it is read or forwarded."""
     flood_delay_sec: float = 1.0
     """How long such a 429 (and the refusal of a scope at its token-log ceiling) is held before it goes out: a

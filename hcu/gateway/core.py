@@ -66,7 +66,7 @@ async def refuse(request: web.Request, task: str, rest: str, refusal: GateRefusa
         if kind == NO_SECRET and s.ledger.refusals.peer_is_quiet(request.remote or "?"):
             log.warning("task %s: refused %s /%s without the scope's secret", task, request.method, rest[:200])
         return await answer(request, rest, refusal, delay=False)
-    flood = GateRefusal(429, "too_many_refused_requests", f"more than {s.config.flood_refusals_per_interval} "
+    flood = GateRefusal(429, "too_many_refused_requests", f"{s.config.flood_refusals_per_interval} "
                         f"refused requests from this address in {s.config.refusal_interval_sec:g} s", left)
     return await answer(request, rest, flood, delay=True)
 

@@ -79,7 +79,7 @@ class Ledger:
             return None
         self.refusals.count(task, FLOOD, 429, path)
         return GateRefusal(429, "too_many_refused_requests",
-                           f"task scope {task} sent more than {self.limits.flood_refusals_per_interval} requests "
+                           f"task scope {task} sent {self.limits.flood_refusals_per_interval} requests "
                            f"the gateway refused in {self.limits.refusal_interval_sec:g} s; retry after the "
                            "interval", left)
 

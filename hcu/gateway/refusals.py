@@ -12,7 +12,7 @@ upstream (`free`, `disconnected`), and the answers of the gate below. Per scope 
   few of a misbehaving client show what it sent;
 - the rest are only counted, into one aggregate row (outcome `refusals`: how many of which kind, first and last
   time) written when the interval ends;
-- past `flood_refusals_per_interval` the scope floods: until its interval ends every request of it is answered
+- after `flood_refusals_per_interval` the scope floods: until its interval ends every request of it is answered
   429 with Retry-After before anything of it is read or forwarded (`refused_flood`);
 - free calls past `free_calls_per_interval` are refused 429 (`refused_rate`) before their body is read.
 
@@ -98,9 +98,9 @@ class Refusals:
         if window.refusals == limits.refusal_rows_per_interval + 1:
             log.warning("task %s: more than %d refused requests in %g s; the rest of the interval's go into one "
                         "aggregate row", task, limits.refusal_rows_per_interval, limits.refusal_interval_sec)
-        elif window.refusals == limits.flood_refusals_per_interval + 1:
-            log.warning("task %s: more than %d refused requests in %g s; its requests are answered 429 until the "
-                        "interval ends", task, limits.flood_refusals_per_interval, limits.refusal_interval_sec)
+        elif window.refusals == limits.flood_refusals_per_interval:
+            log.warning("task %s: %d refused requests in %g s; its requests are answered 429 until the interval "
+                        "ends", task, limits.flood_refusals_per_interval, limits.refusal_interval_sec)
         now = self.clock.time()
         if not window.kinds:
             window.first = now
@@ -141,8 +141,9 @@ class Refusals:
         window = self.peer_windows.get(peer)
         if window is None or self._ended(window):
             window = self.peer_windows[peer] = Window(self.clock.monotonic())
+        left = self._flood_left(window)
         window.refusals += 1
-        return self._flood_left(window)
+        return left
 
     def sweep(self) -> None:
         """End every interval that is over: its aggregate row is written and its window forgotten."""
@@ -196,7 +197,7 @@ class Refusals:
             self.write_aggregate(task, window)
 
     def _flood_left(self, window: Window | None) -> float | None:
-        if window is None or window.refusals <= self.limits.flood_refusals_per_interval:
+        if window is None or window.refusals < self.limits.flood_refusals_per_interval:
             return None
         left = window.started + self.limits.refusal_interval_sec - self.clock.monotonic()
         return left if left > 0 else None
