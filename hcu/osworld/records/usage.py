@@ -18,7 +18,7 @@ def usage_for_scope(token_log: Path, scope: str) -> Usage | None:
     for row in read_token_log(token_log):
         if row.task != scope:
             continue
-        usage.requests += 1
+        usage.requests += row.refusals.count if row.refusals is not None else 1  # an aggregate row stands for many
         usage.rate_limit_wait_sec += row.rate_limit_wait_sec or 0.0
         if not row.counted:
             continue
