@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 
 import aiohttp
 import orjson
@@ -77,11 +76,9 @@ async def answer(request: web.Request, rest: str, refusal: GateRefusal, *, delay
     s = request.app[STATE]
     if delay and s.config.flood_delay_sec:
         await asyncio.sleep(s.config.flood_delay_sec)
-    headers = None
-    if refusal.retry_after_sec is not None:
-        headers = {"Retry-After": str(max(1, math.ceil(refusal.retry_after_sec)))}
     body = s.provider.error_body(rest, refusal.status, refusal.code, refusal.message)
-    response = web.Response(status=refusal.status, body=body, headers=headers, content_type="application/json")
+    response = web.Response(status=refusal.status, body=body, headers=refusal.headers(),
+                            content_type="application/json")
     if not request.content.is_eof():
         response.force_close()
     return response

@@ -3,10 +3,8 @@
 Read and check the body, reserve a budget slot (generations only), place the task on an upstream, send, and
 classify what comes back through the provider. Rate limits are waited out and resent before the client has
 seen a byte; streams are forwarded event by event once the preamble is past (`hcu.gateway.relay`). Every
-request is written down once (`hcu.gateway.ledger`), whether it succeeded, failed, was refused, or its client
-left: a request that reached the upstream or held a budget slot in a row of its own, free traffic as its scope's
-refusal counters decide. Free calls (token counting, model listing) past their rate are refused before their
-body is read.
+request is written down once (`hcu.gateway.ledger`: free traffic as its scope's counters decide), whether it
+succeeded, failed, was refused, or its client left.
 
 A client that leaves ends what has not reached the upstream yet (its body, a wait for a slot or a rate
 limit); a generation already sent runs on, its answer read at most `drain_timeout_sec` more, and it counts if
@@ -135,16 +133,13 @@ class Exchange:
     async def serve(self) -> web.StreamResponse:
         s, method = self.s, self.request.method
         if self.route is None:
-            if s.ledger.refusals.is_quiet(self.task):
-                log.warning("task %s: refused %s /%s (not a route this gateway serves)", self.task, method,
-                            self.rest[:200])
+            if s.ledger.refusals.is_quiet(self.task):  # the first few of an interval: the rest are counted
+                log.warning("task %s: refused %s /%s (not served here)", self.task, method, self.rest[:200])
             self.outcome = "refused_route"
             return self.error(404, "not_found", f"{method} /{self.rest[:200]} is not served by this gateway")
-        if not self.generation and (left := s.ledger.refusals.take_free_call(self.task)) is not None:
+        if not self.generation and (refused := s.ledger.take_free_call(self.task)) is not None:
             self.outcome = "refused_rate"
-            return self.error(429, "too_many_free_calls", f"more than {s.config.free_calls_per_interval} token-"
-                              f"counting and model-listing calls in {s.config.refusal_interval_sec:g} s",
-                              {"Retry-After": str(max(1, math.ceil(left)))})
+            return self.error(refused.status, refused.code, refused.message, refused.headers())
         if self.generation and not s.token_log.writable:
             self.outcome = "refused_log"
             return self.error(503, "token_log_unavailable",

@@ -21,6 +21,7 @@ What the log holds (bytes per scope, refusal bytes, refusals per scope) is resto
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -42,6 +43,11 @@ class GateRefusal:
     code: str
     message: str
     retry_after_sec: float | None = None
+
+    def headers(self) -> dict[str, str] | None:
+        if self.retry_after_sec is None:
+            return None
+        return {"Retry-After": str(max(1, math.ceil(self.retry_after_sec)))}
 
 
 class Ledger:
@@ -82,6 +88,15 @@ class Ledger:
                            f"task scope {task} sent {self.limits.flood_refusals_per_interval} requests "
                            f"the gateway refused in {self.limits.refusal_interval_sec:g} s; retry after the "
                            "interval", left)
+
+    def take_free_call(self, task: str) -> GateRefusal | None:
+        """A free call (token counting, model listing) of `task`: None lets it go upstream; past the scope's
+        rate it is refused, before its body is read."""
+        left = self.refusals.take_free_call(task)
+        if left is None:
+            return None
+        return GateRefusal(429, "too_many_free_calls", f"more than {self.limits.free_calls_per_interval} token-"
+                           f"counting and model-listing calls in {self.limits.refusal_interval_sec:g} s", left)
 
     def write(self, fields: dict, *, charged: bool, budgeted: bool) -> None:
         """Write down one request, given as a dict with TokenLogRow's fields. `charged`: it reached the
