@@ -189,3 +189,23 @@ async def test_refusals_without_the_scope_secret_are_counted_per_peer(upstream, 
         assert r.status == 200
     view = await gw.task_view("victim.a1", secret)
     assert view["refusals"] == {} and view["calls_used"] == 1
+
+
+async def test_past_the_logs_refusal_ceiling_refusals_are_counted_not_written(upstream, make_gateway):
+    """Refusal rows of all scopes may take max_refusal_log_bytes; past it they are only counted, every charged
+    row is still written, and a withheld row still counts toward its scope's ceiling, which still closes it."""
+    gw = await make_gateway("anthropic", flood_delay_sec=0, max_refusal_log_bytes=2000, max_log_bytes_per_scope=6000)
+    for interval in range(3):
+        for scope in ("one.a1", "two.a1"):
+            await pipelined(gw, scope, "POST", "/v1/files", b"{}", 10)
+        assert await generate(gw, f"calm{interval}.a1") == 200
+        gw.clock.advance(61)
+    refusal_rows = [line for line in gw.log_path.read_bytes().splitlines() if b'"outcome":"refused_route"' in line]
+    health = (await gw.health())["refusals"]
+    assert health["refusal_log_bytes"] == sum(len(line) + 1 for line in refusal_rows) <= 2000
+    assert [r.outcome for r in gw.rows() if r.task.startswith("calm")] == ["success"] * 3
+    views = [await gw.task_view(scope) for scope in ("one.a1", "two.a1")]
+    assert all(v["log_bytes"] >= 6000 and v["log_ceiling_reached"] for v in views), "withheld rows count too"
+    assert all(sum(v["refusals"].values()) == 30 and v["refusals"]["refused_ceiling"] > 0 for v in views)
+    routes = sum(v["refusals"]["refused_route"] for v in views)
+    assert health["refusal_rows_withheld"] == routes - len(refusal_rows) > 0
