@@ -161,8 +161,11 @@ async def measure_gateway(name: str, flags: list[str], up_port: int, seconds: fl
             for kind in FREE_KINDS:
                 cost, rate = await flood_cost(port, gateway.pid, [kind], seconds / 2)
                 lines.append(f"{'':<14}refused as {kind:<9} {cost:>5.0f} us per request at {rate:.0f}/s")
-        log = tmp / f"{name.replace(' ', '-')}.jsonl"
-        lines.append(f"{'':<14}token log after the run: {log.stat().st_size / 1e3:.0f} KB")
+        async with aiohttp.ClientSession() as s, s.get(f"{base}/healthz", params={"task": "flood"}) as r:
+            flood = (await r.json())["task"]
+        refused = sum(flood["refusals"].values())
+        lines.append(f"{'':<14}the flooding scope: {refused} refused requests in {flood['log_bytes'] / 1e3:.0f} KB of "
+                     f"token log ({flood['log_bytes'] / refused:.1f} bytes each; a row is ~340)")
     finally:
         gateway.terminate()
         gateway.wait(timeout=10)
