@@ -111,9 +111,10 @@ class Refusals:
     def is_quiet(self, task: str) -> bool:
         """True while the scope's refusals in its interval still get rows (and log lines) of their own."""
         window = self.windows.get(task)
-        return window is None or window.refusals < self.limits.refusal_rows_per_interval
+        return window is None or self._ended(window) or window.refusals < self.limits.refusal_rows_per_interval
 
     def peer_is_quiet(self, peer: str) -> bool:
+        """The same for a peer, its latest refusal counted."""
         window = self.peer_windows.get(peer)
         return window is None or window.refusals <= self.limits.refusal_rows_per_interval
 

@@ -16,7 +16,7 @@ import orjson
 
 from hcu.gateway.scope_secret import load_or_create_key, scope_secret
 
-from .conftest import Gateway
+from .conftest import Gateway, until
 
 MESSAGE = orjson.dumps({"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "x"}]})
 KINDS = {  # what a hostile guest sends for free, by the outcome the gateway gives it
@@ -209,3 +209,23 @@ async def test_past_the_logs_refusal_ceiling_refusals_are_counted_not_written(up
     assert all(sum(v["refusals"].values()) == 30 and v["refusals"]["refused_ceiling"] > 0 for v in views)
     routes = sum(v["refusals"]["refused_route"] for v in views)
     assert health["refusal_rows_withheld"] == routes - len(refusal_rows) > 0
+
+
+async def test_requests_abandoned_before_anything_went_upstream_are_free_traffic(upstream, make_gateway):
+    """A client that sends half a body and leaves cost nothing upstream: the first ten of an interval keep a row
+    each, the rest go into the aggregate row."""
+    gw = await make_gateway("anthropic", flood_delay_sec=0)
+    url = urlsplit(gw.url)
+    for _ in range(15):
+        reader, writer = await asyncio.open_connection(url.hostname, url.port)
+        writer.write(b"POST /t/leaver.a1/v1/messages HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: 1000\r\n\r\n" + MESSAGE[:10])
+        await writer.drain()
+        writer.close()
+    await until(lambda: sum((gw.state.ledger.refusals.totals.get("leaver.a1") or {}).values()) == 15,
+                "every abandoned request counted")
+    gw.clock.advance(61)
+    gw.state.ledger.sweep()
+    rows = [r for r in gw.rows() if r.task == "leaver.a1"]
+    assert [r.outcome for r in rows] == ["disconnected"] * 10 + ["refusals"]
+    assert rows[-1].refusals.kinds == {"disconnected": 5} and upstream.state.requests == []
