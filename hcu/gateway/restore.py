@@ -38,10 +38,13 @@ REFUSED = frozenset({"refused_route", "invalid_request", "refused_log", "refused
 UNTRACKED = frozenset({"free", "refused_route", "invalid_request", "refused_log", "refused_rate"})
 AGGREGATE = "refusals"
 """The outcome of an aggregate row: the refusals of one scope in one interval."""
-_OUTCOMES: dict[bytes, str | None] = {  # None: a known outcome that carries no task state and is no refusal
-    **{f'outcome":"{o}"'.encode(): o for o in TRACKED | REFUSED},
+_GENERATIONS: dict[bytes, str] = {f'outcome":"{o}"'.encode(): o for o in TRACKED - REFUSED}
+"""Outcomes of generations that went upstream or held a slot (the bulk of a log), as the writer spells them."""
+_UNBUDGETED: dict[bytes, str | None] = {  # None: a free call
+    **{f'outcome":"{o}"'.encode(): o for o in REFUSED},
     b'outcome":"free"': None,
 }
+_ROW_OUTCOMES = TRACKED | UNTRACKED | {AGGREGATE}
 _COUNTED = {b'counted":true': True, b'counted":false': False}
 _WAIT_KEY = b'"rate_limit_wait_sec":'
 _NO_WAIT = b'"rate_limit_wait_sec":0.0,'
@@ -77,21 +80,23 @@ class _Reader:
         self.out = Restored()
 
     def scan(self, lines: list[bytes]) -> None:
-        entries, outcomes, counted_of, refused = self.entries, _OUTCOMES, _COUNTED, REFUSED
+        entries, generations, unbudgeted, counted_of = self.entries, _GENERATIONS, _UNBUDGETED, _COUNTED
         rows = len(lines)
         for line in lines:
             p = line.split(b',"', 11)
-            outcome = outcomes.get(p[8], False) if len(p) == 12 and line[-1:] == b"}" else False
-            counted = counted_of.get(p[9]) if outcome is not False else None
-            if counted is None:
+            counted = counted_of.get(p[9]) if len(p) == 12 and line[-1:] == b"}" else None
+            outcome = generations.get(p[8]) if counted is not None else False
+            if outcome is None:  # no generation: a free call, a refusal, or not a row the writer wrote
+                outcome = unbudgeted.get(p[8], False)
+                if outcome is not False:
+                    self.unbudgeted(p[1], outcome, len(line) + 1)
+                    if outcome != "refused_budget":
+                        continue
+            if outcome is False:
                 rows -= 1
                 if line.strip():
                     self.slow(line)
                 continue
-            if outcome is None or outcome in refused:  # a free call, or a refusal
-                self.unbudgeted(p[1], outcome, len(line) + 1)
-                if outcome != "refused_budget":
-                    continue
             entry = entries.get(p[1])
             if entry is None:
                 if not _plain_row(p):
@@ -133,7 +138,7 @@ class _Reader:
         row = row if isinstance(row, dict) else {}
         task, outcome, counted, at = row.get("task"), row.get("outcome"), row.get("counted"), row.get("time")
         wait = row.get("rate_limit_wait_sec", 0.0)
-        if not (isinstance(task, str) and outcome in TRACKED | UNTRACKED | {AGGREGATE} and isinstance(counted, bool)
+        if not (isinstance(task, str) and outcome in _ROW_OUTCOMES and isinstance(counted, bool)
                 and isinstance(at, (int, float)) and isinstance(wait, (int, float))):
             self.out.skipped += 1
             log.warning("token log: skipping an unreadable line (%d bytes)", len(line))
