@@ -1,9 +1,9 @@
 """Gateway restart on a long token log: time and memory to rebuild every task's counters from 1,000,000 rows.
 
 The log is written here (20,000 task scopes, a realistic mix of successes, failures, rate-limit waits,
-refusals and free calls, rows as the gateway writes them), then read by `hcu.gateway.restore.restore`. The
-baseline, run in the same process on the same file, is the least any reader pays: read the file in chunks and
-split every row into its fields, doing nothing with them.
+refusals, free calls and aggregate rows of refusals, rows as the gateway writes them), then read by
+`hcu.gateway.restore.restore`. The baseline, run in the same process on the same file, is the least any reader
+pays: read the file in chunks and split every row into its fields, doing nothing with them.
 
     python bench/bench_gateway_restore.py [--rows N]
 
@@ -27,7 +27,8 @@ from hcu.gateway.restore import CHUNK_BYTES, restore
 from hcu.gateway.tokenlog import read_token_log
 
 OUTCOMES = ["success"] * 80 + ["failed"] * 6 + ["rate_limited"] * 3 + ["free"] * 6 + ["refused_budget"] * 2 + [
-    "disconnected", "refused_route", "invalid_request"]
+    "disconnected", "refused_route", "invalid_request", "refusals"]
+REFUSAL_KINDS = ["refused_route", "invalid_request", "refused_budget", "refused_flood"]
 
 
 def write_log(path: Path, rows: int, tasks: int) -> None:
@@ -49,6 +50,8 @@ def write_log(path: Path, rows: int, tasks: int) -> None:
                 "rate_limit_wait_sec": round(rng.random() * 20, 3) if outcome == "rate_limited" else 0.0,
                 "attempts": 1 + (outcome == "rate_limited"), "upstream_request_id": f"req_{rng.getrandbits(128):032x}",
                 "response_id": f"resp_{rng.getrandbits(128):032x}" if outcome == "success" else None,
+                **({"refusals": {"count": 600, "kinds": {rng.choice(REFUSAL_KINDS): 600}, "first": 1764500000.0,
+                                 "last": 1764500060.0}} if outcome == "refusals" else {}),
             }) + b"\n")
             if len(batch) == 10000:
                 f.write(b"".join(batch))

@@ -117,6 +117,31 @@ class GatewayDefaults(BaseModel):
     gone; the generation is then read on as for any client that left."""
     max_log_field_chars: int = 256
     """Longest text field of a token-log row (model, ids); longer values are cut and their length recorded."""
+    refusal_interval_sec: float = 60.0
+    """The interval a task scope's refusals are counted over: the three rates below are per interval, and one
+    aggregate row covers one."""
+    refusal_rows_per_interval: int = 10
+    """Refusals of one scope per interval that get a token-log row each; the rest are counted into one aggregate
+    row per interval (how many, of which kinds, first and last time)."""
+    flood_refusals_per_interval: int = 600
+    """Refusals of one scope per interval after which, until the interval ends, every request of the scope is
+    answered 429 with Retry-After before anything of it is read or forwarded."""
+    flood_delay_sec: float = 1.0
+    """How long such a 429 (and the refusal of a scope at its token-log ceiling) is held before it goes out: a
+    client that ignores Retry-After gets one answer per connection per this long, so a flood costs the gateway
+    about `max_connections_per_peer` answers a second."""
+    free_calls_per_interval: int = 30
+    """Token-counting and model-listing calls forwarded per scope per interval; more are refused 429 (the CLIs
+    make a few per generation at most)."""
+    max_log_bytes_per_scope: int = 1024 * 1024
+    """Token-log bytes one task scope's free traffic may take: the rows of its requests that used no budget slot
+    (free calls, refusals, aggregate rows; ~2,000 rows). An attempt's CLI takes a few KB of them; a scope
+    flooding at the rates above adds ~18 KB a minute. At the ceiling the gateway serves the scope no more and
+    the runner ends its attempt as `guest_flood`; every other scope goes on. Generations are bounded by the
+    budget instead."""
+    max_refusal_log_bytes: int = 64 * 1024 * 1024
+    """Token-log bytes all refusal rows (their own and aggregate) may take in one log; past it refusals are only
+    counted (in `/healthz`), while every charged row is still written."""
 
 
 GATEWAY = GatewayDefaults()

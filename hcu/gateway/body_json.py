@@ -23,6 +23,7 @@ from typing import TypeVar
 
 import orjson
 
+from hcu.gateway.errors import GatewayProxyError
 from hcu.gateway.refusal import Refused
 
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
@@ -30,7 +31,7 @@ LARGE_BODY_BYTES = 1024 * 1024
 T = TypeVar("T")
 
 
-class _Ambiguous(ValueError):
+class _Ambiguous(GatewayProxyError, ValueError):
     """Two keys of one object that some upstream reads as one field."""
 
 

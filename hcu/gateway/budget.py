@@ -37,7 +37,17 @@ class TaskStateView(BaseModel):
     waiting_for_slot: int = 0
     """Requests waiting now for a budget slot that in-flight requests hold."""
     refused: int = 0
+    """Generations refused for the budget."""
     last_activity_at: float | None = None
+    refusals: dict[str, int] = {}
+    """Every request of the scope the gateway answered without forwarding it, by kind (hcu.gateway.refusals)."""
+    flooding: bool = False
+    """The scope sent so many refused requests this interval that its requests are answered 429 unread."""
+    log_bytes: int = 0
+    """Bytes the scope's rows take in the token log."""
+    log_ceiling_reached: bool = False
+    """The scope's rows reached `max_log_bytes_per_scope`: the gateway serves it no more, and the runner ends
+    the attempt as `guest_flood`."""
 
 
 class ScopeWaits(BaseModel):

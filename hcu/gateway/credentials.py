@@ -10,6 +10,7 @@ import asyncio
 from typing import Any, Protocol
 
 from hcu.gateway.clock import SYSTEM_CLOCK, Clock
+from hcu.gateway.errors import GatewayProxyError
 
 AZURE_SCOPE = "https://cognitiveservices.azure.com/.default"
 MIN_SCRUBBED_LEN = 8
@@ -19,7 +20,7 @@ REFRESH_MARGIN_SEC = 300.0
 """Refresh an Entra token this long before it expires, so no request leaves with a token about to lapse."""
 
 
-class CredentialError(Exception):
+class CredentialError(GatewayProxyError):
     """The upstream credential could not be obtained (its message never contains a credential)."""
 
 

@@ -3,7 +3,8 @@
 Read and check the body, reserve a budget slot (generations only), place the task on an upstream, send, and
 classify what comes back through the provider. Rate limits are waited out and resent before the client has
 seen a byte; streams are forwarded event by event once the preamble is past (`hcu.gateway.relay`). Every
-request ends in exactly one row, whether it succeeded, failed, was refused, or its client left.
+request is written down once (`hcu.gateway.ledger`: free traffic as its scope's counters decide), whether it
+succeeded, failed, was refused, or its client left.
 
 A client that leaves ends what has not reached the upstream yet (its body, a wait for a slot or a rate
 limit); a generation already sent runs on, its answer read at most `drain_timeout_sec` more, and it counts if
@@ -132,9 +133,13 @@ class Exchange:
     async def serve(self) -> web.StreamResponse:
         s, method = self.s, self.request.method
         if self.route is None:
-            log.warning("task %s: refused %s /%s (not a route this gateway serves)", self.task, method, self.rest[:200])
+            if s.ledger.refusals.is_quiet(self.task):  # the first few of an interval: the rest are counted
+                log.warning("task %s: refused %s /%s (not served here)", self.task, method, self.rest[:200])
             self.outcome = "refused_route"
             return self.error(404, "not_found", f"{method} /{self.rest[:200]} is not served by this gateway")
+        if not self.generation and (refused := s.ledger.take_free_call(self.task)) is not None:
+            self.outcome = "refused_rate"
+            return self.error(refused.status, refused.code, refused.message, refused.headers())
         if self.generation and not s.token_log.writable:
             self.outcome = "refused_log"
             return self.error(503, "token_log_unavailable",
@@ -370,7 +375,7 @@ class Exchange:
             self.ttfb = latency  # a plain (non-streamed) answer goes out in one piece at the end
         # A plain dict in TokenLogRow's field order: validating a row we just built from typed values would
         # cost more than the rest of the bookkeeping (readers validate with read_token_log).
-        self.s.token_log.append_fields(
+        self.s.ledger.write(
             {
                 "time": self.clock.time(),
                 "task": self.task,
@@ -391,5 +396,5 @@ class Exchange:
                 "upstream_request_id": self.request_id,
                 "response_id": self.response_id,
             },
-            charged=self.reserved,
+            charged=self.reserved or self.attempts > 0, budgeted=self.reserved,
         )

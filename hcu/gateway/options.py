@@ -36,6 +36,21 @@ class GatewayOptions(Settings):
     """Close a client connection idle this long or still sending its request header."""
     max_connections_per_peer: int = Field(default=GATEWAY.max_connections_per_peer, ge=1)
     """Open client connections allowed per peer address."""
+    refusal_interval: float = Field(default=GATEWAY.refusal_interval_sec, gt=0)
+    """Seconds a task scope's refusals are counted over (the three rates below, one aggregate row)."""
+    refusal_rows_per_interval: int = Field(default=GATEWAY.refusal_rows_per_interval, ge=0)
+    """Refused requests of a scope per interval that get a token-log row each; the rest go into one aggregate row."""
+    flood_refusals_per_interval: int = Field(default=GATEWAY.flood_refusals_per_interval, ge=1)
+    """Refused requests of a scope per interval after which its requests get 429 unread until the interval ends."""
+    flood_delay: float = Field(default=GATEWAY.flood_delay_sec, ge=0)
+    """Seconds such a 429 is held before it goes out (one answer per connection per this long)."""
+    free_calls_per_interval: int = Field(default=GATEWAY.free_calls_per_interval, ge=1)
+    """Token-counting and model-listing calls forwarded per scope per interval; more get 429."""
+    max_log_bytes_per_scope: int = Field(default=GATEWAY.max_log_bytes_per_scope, ge=1024)
+    """Token-log bytes a scope's free calls and refusals may take; at it the scope is served no more and its
+    attempt ends as guest_flood."""
+    max_refusal_log_bytes: int = Field(default=GATEWAY.max_refusal_log_bytes, ge=0)
+    """Token-log bytes all refusal rows may take; past it refusals are only counted."""
 
     def ports_to_serve(self) -> list[int]:
         raise NotImplementedError
@@ -48,6 +63,13 @@ class GatewayOptions(Settings):
             upstream_idle_timeout_sec=self.upstream_idle_timeout,
             header_timeout_sec=self.header_timeout,
             max_connections_per_peer=self.max_connections_per_peer,
+            refusal_interval_sec=self.refusal_interval,
+            refusal_rows_per_interval=self.refusal_rows_per_interval,
+            flood_refusals_per_interval=self.flood_refusals_per_interval,
+            flood_delay_sec=self.flood_delay,
+            free_calls_per_interval=self.free_calls_per_interval,
+            max_log_bytes_per_scope=self.max_log_bytes_per_scope,
+            max_refusal_log_bytes=self.max_refusal_log_bytes,
             scope_key_file=self.scope_key_file,
         )
 

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from hcu.gateway.clock import SYSTEM_CLOCK, Clock
+from hcu.gateway.errors import GatewayProxyError
 from hcu.gateway.observed_limits import ObservedLimits, read_limits
 
 _HOST = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?(:\d{1,5})?$")
@@ -23,7 +24,7 @@ UNKNOWN_REMAINING = 1 << 60
 """Remaining tokens assumed for an upstream not heard from yet: try it before ones known to be drained."""
 
 
-class UpstreamSpecError(ValueError):
+class UpstreamSpecError(GatewayProxyError, ValueError):
     """A malformed `--upstreams` entry."""
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from hcu.gateway.errors import GatewayProxyError
 
-class Refused(Exception):
+
+class Refused(GatewayProxyError):
     """`status` and `code` go into the provider-shaped error; `close` ends the connection after the answer
     (a body the gateway will not read must not be read, or lingered over, either)."""
 

@@ -20,6 +20,8 @@ import secrets
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from hcu.gateway.errors import GatewayProxyError
+
 KEY_BYTES = 32
 SECRET_PREFIX = "hcu1-"
 _KEY_ID_MESSAGE = b"hcu scope key id"
@@ -29,7 +31,7 @@ SECRET_SHAPE = re.compile(SECRET_PREFIX + "[0-9A-Fa-f]*")
 SECRET_SHOWN_AS = "[scope secret]"
 
 
-class ScopeKeyError(ValueError):
+class ScopeKeyError(GatewayProxyError, ValueError):
     """The key file cannot be read, created or understood (the message never contains the key)."""
 
 

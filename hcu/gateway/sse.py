@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import re
 
+from hcu.gateway.errors import GatewayProxyError
+
 _EVENT_END = re.compile(rb"\r\n\r\n|\n\n|\r\r|\n\r\n")
 MAX_EVENT_BYTES = 64 * 1024 * 1024
 """An upstream that never ends an event (or sends one larger than this) is treated as a broken stream."""
 
 
-class EventTooLarge(Exception):
+class EventTooLarge(GatewayProxyError):
     """The upstream sent more than MAX_EVENT_BYTES without ending an event."""
 
 

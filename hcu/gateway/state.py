@@ -1,4 +1,4 @@
-"""What every request of one gateway process shares: its configuration, provider, pool, budget and log."""
+"""What every request of one gateway process shares: its configuration, provider, pool, budget, log and ledger."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from pydantic import ConfigDict
 from hcu.defaults import GatewayDefaults
 from hcu.gateway.budget import Budget
 from hcu.gateway.clock import SYSTEM_CLOCK, Clock
+from hcu.gateway.ledger import Ledger
 from hcu.gateway.pool import Pool
 from hcu.gateway.provider import Provider
 from hcu.gateway.request_body import BodyLimits, PeerBodies
@@ -62,6 +63,9 @@ class GatewayState:
             log.info("restored %d tasks from %d token log rows in %.2f s", len(restored.tasks), restored.rows,
                      clock.monotonic() - began)
         self.token_log = TokenLog(config.out, config.max_log_field_chars)
+        self.ledger = Ledger(config, self.token_log, self.budget, provider.name, clock)
+        """Where every request is written down (charged rows, refusals, the log's ceilings)."""
+        self.ledger.restore(restored)
         self.session: aiohttp.ClientSession | None = None
 
 

@@ -23,6 +23,7 @@ from typing import Literal
 import orjson
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from hcu.gateway.errors import GatewayProxyError
 from hcu.gateway.scope_secret import SECRET_PREFIX, redact_secrets
 
 log = logging.getLogger("hcu.gateway")
@@ -37,6 +38,8 @@ Outcome = Literal[
     "refused_route",
     "invalid_request",
     "refused_log",
+    "refused_rate",
+    "refusals",
 ]
 TORN_LINE_END = b"\t(torn)\n"
 """Ends a line a crash left unfinished, so no reader can take it for a complete row."""
@@ -63,6 +66,20 @@ class TokenUsage(BaseModel):
     reasoning_tokens: int = 0
 
 
+class RefusalCount(BaseModel):
+    """The refusals of one task scope in one interval that did not get a row of their own."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    count: int
+    kinds: dict[str, int]
+    """How many of each kind (`refused_route`, `invalid_request`, `refused_budget`, `refused_rate`,
+    `refused_flood`, `refused_log`)."""
+    first: float
+    """Unix time of the first of them."""
+    last: float
+
+
 class TokenLogRow(BaseModel):
     """One client request as the gateway saw it. Field order is the on-disk order (restore reads it)."""
 
@@ -86,7 +103,8 @@ class TokenLogRow(BaseModel):
     outcome: Outcome
     """`success`/`failed`/`rate_limited`/`refused_budget`/`disconnected` for generations; `free` for token
     counting and model listing; `refused_route` for a method or path the gateway does not serve;
-    `invalid_request` for a body it refuses; `refused_log` while the token log cannot be written."""
+    `invalid_request` for a body it refuses; `refused_log` while the token log cannot be written; `refused_rate`
+    for a free call past its rate; `refusals` for an aggregate row (`refusals` says how many of which kind)."""
     counted: bool
     """True when this request used one call of the task's budget."""
     calls_used: int
@@ -103,6 +121,9 @@ class TokenLogRow(BaseModel):
     cut_fields: dict[str, int] | None = None
     """The length each text field had before it was cut to the log's limit (a 4 MB `model` costs the log
     256 characters, not 4 MB); absent when nothing was cut."""
+    refusals: RefusalCount | None = None
+    """Only in an aggregate row (outcome `refusals`): the scope's refusals it stands for. Its `path` and `status`
+    are the last refusal's."""
 
 
 class TokenLog:
@@ -135,13 +156,17 @@ class TokenLog:
         return {"writable": self.writable, "pending_rows": len(self.pending), "dropped_rows": self.dropped,
                 "error": self.error, "restored_from_open_file": self.restored_from_open_file}
 
-    def append_fields(self, fields: dict, *, charged: bool) -> None:
-        """Append a row given as a dict with TokenLogRow's fields (the gateway's hot path). `charged`: the
-        request used or held a budget slot, so its row is kept whatever happens."""
+    def encode(self, fields: dict) -> bytes:
+        """A row given as a dict with TokenLogRow's fields, as one bounded JSONL line (the gateway's hot path)."""
+        return orjson.dumps(self.bounded(fields)) + b"\n"
+
+    def append(self, row: bytes, *, charged: bool) -> None:
+        """Append an encoded row. `charged`: the request used or held a budget slot, so its row is kept whatever
+        happens."""
         if not charged and len(self.pending) >= MAX_PENDING_ROWS:
             self.dropped += 1
             return
-        self.pending.append(orjson.dumps(self.bounded(fields)) + b"\n")
+        self.pending.append(row)
         self.flush()
 
     def bounded(self, fields: dict) -> dict:
@@ -242,7 +267,7 @@ class TokenLog:
         os.close(self._fd)
 
 
-class _Replaced(Exception):
+class _Replaced(GatewayProxyError):
     """The path names another file than the one the gateway writes, or a shorter one."""
 
 

@@ -75,6 +75,7 @@ from typing import Literal
 FailureClass = Literal[
     "guest",  # the container/VM did not start, did not become ready in time, or died
     "guest_memory",  # the guest's image refused to start: RAM_SIZE plus its overhead exceeded free memory (exit 17)
+    "guest_flood",  # the guest's requests the gateway answers for free reached its token-log ceiling for the scope
     "setup",  # the task's setup steps failed or overran the phase timeout
     "gateway",  # the gateway was unreachable (past the tolerated absence) or its budget differs from the config
     "probe",  # executables or the MCP probe failed before the agent started
@@ -121,6 +122,10 @@ POLICIES: dict[str, ErrorPolicy] = {
     "guest": _NOT_ABOUT_THE_TASK,
     "guest_memory": ErrorPolicy(retry=True, scored=False, zero_on_limit=False, about_task=False,
                                 lowers_active_tasks=True),
+    # The attempt's own guest flooded the gateway with requests it refused (or free calls) until its scope's
+    # token-log ceiling: the agent misbehaved, so its score is withheld, and the queue does not rerun the task
+    # blindly, since the same agent on the same task would most likely flood again (a rerun is a decision).
+    "guest_flood": _UNSCORED,
     "setup": _INFRASTRUCTURE,
     "gateway": _INFRASTRUCTURE,
     "probe": _INFRASTRUCTURE,
@@ -194,6 +199,13 @@ class GuestMemoryError(GuestError):
     let it start: something outside hcu took the memory meanwhile."""
 
     classification = "guest_memory"
+
+
+class GuestFloodError(PhaseError):
+    """The gateway closed the attempt's scope: what its guest sent for free reached the scope's token-log
+    ceiling (the gateway's `max_log_bytes_per_scope`)."""
+
+    classification = "guest_flood"
 
 
 class SetupError(PhaseError):

@@ -38,7 +38,7 @@ def token_log(tmp_path):
         row(25.0, "free"),
         row(30.0, "refused_budget"),
     ]:
-        log.append_fields(fields, charged=True)
+        log.append(log.encode(fields), charged=True)
     log.close()
     return path
 

@@ -71,6 +71,12 @@ class Gateway:
     url: str
     state: GatewayState
     log_path: Path
+    runner: web.AppRunner | None = None
+
+    async def stop(self) -> None:
+        """Shut the gateway down as a signal would (its log closed, the open intervals' rows written)."""
+        assert self.runner is not None
+        await self.runner.cleanup()
 
     @property
     def clock(self) -> ManualClock:
@@ -150,7 +156,7 @@ async def make_gateway(tmp_path: Path, upstream: Upstream):
         )
         runner = await serve(build_app(state), host, [0])
         runners.append(runner)
-        return Gateway(f"http://{host}:{runner.addresses[0][1]}", state, config.out)
+        return Gateway(f"http://{host}:{runner.addresses[0][1]}", state, config.out, runner)
 
     yield make
     for runner in runners:

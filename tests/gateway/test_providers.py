@@ -213,6 +213,13 @@ async def test_routing_healthz_and_malformed_body(upstream, make_gateway):
                       "restored_from_open_file": 0},
         "upstream_limits": {upstream.hostport: None},
         "upstream_limits_note": None,
+        "refusals": {
+            "interval_sec": 60.0, "total": {"invalid_request": 1}, "scopes": 1,
+            "top_scopes": {"bad": {"invalid_request": 1}}, "flooding": 0, "flooding_scopes": [],
+            "by_peer": {"127.0.0.1": {"refused_scope": 4}}, "max_log_bytes_per_scope": 1024 * 1024,
+            "scopes_at_ceiling": 0, "scopes_at_ceiling_shown": [], "refusal_rows_withheld": 0,
+            "refusal_log_bytes": gw.log_path.stat().st_size, "max_refusal_log_bytes": 64 * 1024 * 1024,
+        },
     }
     assert unknown == {
         "task": "nobody",
@@ -226,6 +233,10 @@ async def test_routing_healthz_and_malformed_body(upstream, make_gateway):
         "waiting_for_slot": 0,
         "refused": 0,
         "last_activity_at": None,
+        "refusals": {},
+        "flooding": False,
+        "log_bytes": 0,
+        "log_ceiling_reached": False,
     }
     assert upstream.state.requests == []
     assert [(r.task, r.status, r.outcome, r.counted) for r in gw.rows()] == [

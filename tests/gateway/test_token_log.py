@@ -215,3 +215,34 @@ async def test_a_guest_cannot_write_a_scope_secret_into_the_log(upstream, make_g
             await r.read()
     assert secret not in gw.log_path.read_text() and "[scope secret]" in gw.log_path.read_text()
     assert [r.outcome for r in gw.rows()] == ["refused_route", "free"]
+
+
+def test_restore_reads_the_refusal_counters_and_what_each_scope_got_for_free(tmp_path):
+    """Rows of refusals and aggregate rows give each scope's refusals by kind (a generation refused for the budget
+    also counts in its task state); free calls, refusals and aggregates give the bytes its ceiling counts, and
+    refusal and aggregate rows the bytes of the log's refusal ceiling. Generations count in neither."""
+    aggregate = row("a", "refusals", False, upstream=None, usage=None, status=402, time=9.0,
+                    refusals={"count": 7, "kinds": {"refused_budget": 5, "refused_flood": 2}, "first": 3.0,
+                              "last": 9.0})
+    rows = [
+        row("a", "success", True),
+        row("a", "refused_budget", False, upstream=None, usage=None, status=402, attempts=0),
+        aggregate,
+        row("a", "free", False),
+        row("b", "refused_route", False, upstream=None, usage=None, status=404, attempts=0),
+        row("b", "refusals", False, usage=None, refusals={"count": 3, "kinds": {"invalid_request": 3}, "first": 1.0,
+                                                          "last": 2.0}),
+        row("c", "success", True),
+    ]
+    lines = [orjson.dumps(r) + b"\n" for r in rows]
+    log = tmp_path / "tokens.jsonl"
+    log.write_bytes(b"".join(lines))
+    got = restore(log)
+    assert got.rows == len(rows)
+    assert got.refusals == {"a": {"refused_budget": 6, "refused_flood": 2}, "b": {"refused_route": 1,
+                                                                                  "invalid_request": 3}}
+    assert (got.tasks["a"].calls_used, got.tasks["a"].refused) == (1, 6)
+    assert "b" not in got.tasks, "a scope that never generated holds no task state"
+    assert got.scope_bytes == {"a": sum(map(len, lines[1:4])), "b": len(lines[4]) + len(lines[5])}
+    assert got.refusal_bytes == sum(map(len, lines[1:3])) + len(lines[4]) + len(lines[5])
+    assert [r.refusals.count for r in read_token_log(log) if r.refusals] == [7, 3], "readers validate them"

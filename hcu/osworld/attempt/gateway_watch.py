@@ -2,7 +2,9 @@
 for a bounded time (a restart on the same token log, a missed poll), and the rate-limit waits it is in.
 
 The token log is what survives a gateway restart, so the gateway being away says nothing about the attempt
-until it has been away longer than `away_sec`; then the attempt ends as `gateway`.
+until it has been away longer than `away_sec`; then the attempt ends as `gateway`. A scope the gateway has
+closed at its token-log ceiling (the guest flooded it with requests it got for free) ends the attempt at the
+next poll as `guest_flood`.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from dataclasses import dataclass
 
 from hcu.gateway.budget import TaskStateView
 from hcu.osworld.attempt.gateway_health import gateway_health
-from hcu.osworld.errors import GatewayError
+from hcu.osworld.errors import GatewayError, GuestFloodError
 
 log = logging.getLogger("hcu.run_task")
 
@@ -41,7 +43,8 @@ class GatewayWatch:
         self.away_since: float | None = None
 
     def poll(self) -> TaskStateView | None:
-        """The task's state now, or None while the gateway is away within `away_sec`; GatewayError after."""
+        """The task's state now, or None while the gateway is away within `away_sec`; GatewayError after, and
+        GuestFloodError once the gateway has closed the scope at its token-log ceiling."""
         try:
             health = gateway_health(self.gateway_url, task=self.scope, secret=self._secret)
             view = health.task or TaskStateView(task=self.scope)
@@ -59,7 +62,17 @@ class GatewayWatch:
                      self.clock.monotonic() - self.away_since)
             self.away_since = None
         self.last = view
+        if view.log_ceiling_reached:
+            raise GuestFloodError(f"the guest's requests the gateway refused or served for free reached the token-log "
+                                  f"ceiling of scope {self.scope} ({view.log_bytes} bytes; {_largest(view.refusals)})"
+                                  "; the gateway serves it no more")
         return view
+
+
+def _largest(refusals: dict[str, int]) -> str:
+    """The scope's refusals, largest kinds first, in words."""
+    ranked = sorted(refusals.items(), key=lambda item: -item[1])[:3]
+    return ", ".join(f"{count} {kind}" for kind, count in ranked) or "no refusals"
 
 
 class RateLimitWaits:

@@ -24,7 +24,7 @@ def usage_for_scope(token_log: Path, scope: str) -> Usage | None:
 def add_row(usage: Usage, row: TokenLogRow) -> None:
     """Add one token-log row to `usage`; a counted generation logged without its tokens clears
     `fully_accounted`."""
-    usage.requests += 1
+    usage.requests += row.refusals.count if row.refusals is not None else 1  # an aggregate row stands for many
     usage.rate_limit_wait_sec += row.rate_limit_wait_sec or 0.0
     if not row.counted:
         return
