@@ -16,6 +16,7 @@ import io
 import os
 import zlib
 from dataclasses import dataclass, field
+from itertools import accumulate
 from pathlib import Path
 from typing import Literal
 
@@ -189,8 +190,9 @@ class Ran:
     set_aside: bool = False
 
 
-LIMITS = ((-5.0, 8), (600.0, 6))
-"""(seconds after the first launch, the admission limit a `limit` event announces then)."""
+RAISED_AT = 600.0
+"""Seconds after the first launch when the admission limit is raised: from the most attempts that ran at once by a
+quarter."""
 WAIT_SEC = 3.0
 """The rate-limit wait of each attempt's first model call (what result_for's usage says)."""
 CALL = {"input_tokens": 1000, "cached_input_tokens": 0, "cache_write_input_tokens": 0, "output_tokens": 60,
@@ -202,8 +204,6 @@ def write_logs(run_dir: Path, ran: list[Ran]) -> None:
     """logs/queue.jsonl and gateway-tokens.jsonl of the attempts that ran."""
     first = min(r.started for r in ran)
     events = [{"at": first - 5.0, "event": "start", "pid": 1, "executor": "local"}]
-    events += [{"at": first + at, "event": "limit", "limit": limit, "signal": "max_active_tasks"}
-               for at, limit in LIMITS]
     rows = []
     for r in ran:
         which = {"task_id": r.attempt.task_id, "repeat": r.attempt.repeat, "attempt": r.number}
@@ -220,6 +220,10 @@ def write_logs(run_dir: Path, ran: list[Ran]) -> None:
                          "outcome": "success", "counted": True, "calls_used": n + 1, "usage": CALL,
                          "latency_sec": 1.5 + (WAIT_SEC if n == 0 else 0.0),
                          "rate_limit_wait_sec": WAIT_SEC if n == 0 else 0.0})
+    events.sort(key=lambda e: e["at"])
+    peak = max(accumulate({"launch": 1, "exit": -1}.get(e["event"], 0) for e in events))
+    events[1:1] = [{"at": first - 5.0, "event": "limit", "limit": peak, "signal": "max_active_tasks"}]
+    events.append({"at": first + RAISED_AT, "event": "limit", "limit": peak + max(1, peak // 4), "signal": "ctl set"})
     events.sort(key=lambda e: e["at"])
     (run_dir / "logs").mkdir(exist_ok=True)
     (run_dir / "logs" / "queue.jsonl").write_bytes(b"".join(orjson.dumps(e) + b"\n" for e in events))
