@@ -122,3 +122,15 @@ def test_a_summary_json_from_before_these_keys_reads_and_has_no_line_for_them(tm
     run = load_run(build(tmp_path))
     md = render_markdown(old.model_copy(update={"tasks": run.summary.tasks}), run.tasks, run.cost_note)
     assert "no valid result" not in md and "Rate-limit waits" not in md
+
+
+def test_an_attempt_without_a_result_yet_is_in_the_waits_only(tmp_path: Path) -> None:
+    """Still running, or its runner died and no queue set it aside: no spend of its own in the summary (as for the
+    cost), its waits in the run's but not in those of attempts that gave no valid result."""
+    run_dir = make_repeat_run(tmp_path, "live", {"a": [ok(1.0, usage=usage(1), cost_usd=0.5)], "d": [None]},
+                              prices=PRICES)
+    (run_dir / "tasks" / "d").mkdir()
+    (run_dir / "gateway-tokens.jsonl").write_bytes(line("live.a.a1", waited=2.0) + line("live.d.a1", waited=7.0))
+    s = summarize(run_dir)
+    assert s["wasted"]["attempts"] == 0 and s["withheld"] == 1
+    assert (s["rate_limit_waits"]["wait_sec"], s["rate_limit_waits"]["without_valid_result_sec"]) == (9.0, 0.0)

@@ -31,9 +31,9 @@ RUN_CHARTS = {"chart-domains": ["score (mean of task means)"], "chart-durations"
               "chart-calls": ["model calls", "attempts"],
               "chart-quota-attempts": ["time since the run's first event", "attempts"],
               "chart-quota-tokens": ["time since the run's first event", "tokens per minute"]}
-NO_VALID_RESULT = {"evaluator_error", "no_result"}
-"""Outcomes whose attempt in tasks/ gave no valid result (withheld, or still running); a retry's set-aside attempt
-gave none either."""
+NO_VALID_RESULT = {"evaluator_error"}
+"""Outcomes whose attempt in tasks/ gave no valid result (withheld; a no_result attempt, still running, has given
+nothing yet); a retry's set-aside attempt gave none either."""
 COMPARE_CHARTS = {"chart-paired": ["view-a minus view-b"], "chart-cost": ["cost per valid result (USD)", "score"]}
 
 

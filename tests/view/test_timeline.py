@@ -42,12 +42,15 @@ def write(path: Path, records: list[dict], mode: str = "wb") -> None:
 @dataclass
 class Graded:
     key: str
-    valid: bool = True
+    valid: bool
+    ran: bool = True
 
 
-def results(valid: list[str], set_aside: tuple[str, ...] = ()) -> ValidResults:
-    """Tasks a and b of run r; the repeats in `valid` gave a valid result."""
-    return ValidResults.of("r", ["a", "b"], [Graded(key) for key in valid], set_aside)
+def results(valid: list[str], withheld: tuple[str, ...] = (), set_aside: tuple[str, ...] = ()) -> ValidResults:
+    """Tasks a and b of run r: the repeats in `valid` gave a valid result, those in `withheld` a result without one,
+    the others none yet."""
+    graded = [Graded(key, True) for key in valid] + [Graded(key, False) for key in withheld]
+    return ValidResults.of("r", ["a", "b"], graded + [Graded("b", False, ran=False)], set_aside)
 
 
 RESULTS = results([])
@@ -74,7 +77,7 @@ def test_tokens_and_waits_per_minute_by_hand(tmp_path: Path) -> None:
         row("r.b.a1", 100, tokens=1200, cached=200),         # [100, 160); OpenAI counts the cached part too
         row("r.b.a1", 111, wait=30, latency=31),             # began at 80, waited 80..110
         row("other.a.a1", 20, tokens=99_999, wait=50)])      # another run's
-    t = RunTimeline(tmp_path, log, "r", "openai").timeline(results(["a"]))
+    t = RunTimeline(tmp_path, log, "r", "openai").timeline(results(["a"], withheld=("b",)))
     assert t is not None
     # from the first request's start (-45 s) to the last's end (111 s): the minutes from -80, -20, 40 and 100
     assert (t.start, t.span, t.bin_minutes) == (T0 - 45, 156, 1)
@@ -94,11 +97,14 @@ def test_anthropic_tokens_leave_cache_reads_out(tmp_path: Path) -> None:
     assert t is not None and t.token_total == 200
 
 
-def test_a_set_aside_attempt_gave_no_valid_result_though_its_repeat_did(tmp_path: Path) -> None:
+def test_a_set_aside_attempt_gave_no_valid_result_and_one_without_a_result_none_yet(tmp_path: Path) -> None:
     log = tmp_path / "gateway-tokens.jsonl"
     write(log, [row("r.a.a1", 10, tokens=100), row("r.a.a2", 20, tokens=10)])
-    t = RunTimeline(tmp_path, log, "r", "openai").timeline(results(["a"], ["a-1"]))
-    assert t is not None and (t.token_total, t.token_wasted) == (110, 100)
+    timeline = RunTimeline(tmp_path, log, "r", "openai")
+    assert timeline.timeline(results(["a"], set_aside=("a-1",))).token_wasted == 100, "a-2 is valid"
+    still_running = timeline.timeline(results([], set_aside=("a-1",)))
+    assert (still_running.token_total, still_running.token_wasted) == (110, 100), "a-2 has not ended: neither"
+    assert timeline.timeline(results([], withheld=("a",), set_aside=("a-1",))).token_wasted == 110
 
 
 def test_the_files_are_read_as_they_grow_and_again_when_replaced(tmp_path: Path) -> None:
@@ -113,7 +119,7 @@ def test_the_files_are_read_as_they_grow_and_again_when_replaced(tmp_path: Path)
         f.write(orjson.dumps(event(140, "exit")) + b"\n" + b'{"at": 1, "event": "lau')  # a line still being written
     grown = timeline.timeline(results(["a"]))
     assert grown is not None and grown.token_total == 150 and grown.running[-1] == (140, 0)
-    assert timeline.timeline(results([])).token_wasted == 150, "a result withheld since: drawn again"
+    assert timeline.timeline(results([], withheld=("a",))).token_wasted == 150, "a result withheld: drawn again"
     log.unlink()
     write(log, [row("r.a.a1", 5, tokens=7)])  # another file at the path: read from its start
     assert timeline.timeline(results(["a"])).token_total == 7

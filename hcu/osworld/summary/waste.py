@@ -1,16 +1,17 @@
 """Quota a run spent on attempts that gave no valid result, and how long its requests waited on rate limits.
 
 An attempt gives a valid result when it is its repeat's attempt in tasks/ and its result has a score that counts
-(rows.counted_score: the error table's `class_of` and `policy_for` decide). Every other attempt spent quota of which
-nothing is in the score: attempts set aside under retries/ (infrastructure broke them; never scored) and attempts in
-tasks/ whose result is withheld (an evaluator or runner error, an unreadable result, a failure out of retries).
-`ValidResults` is that rule, by gateway scope: the summary applies it to the token log's rows, and so does the
-viewer's quota chart.
+(rows.counted_score: the error table's `class_of` and `policy_for` decide). Every other attempt that ended spent
+quota of which nothing is in the score: attempts set aside under retries/ (infrastructure broke them; never scored)
+and attempts in tasks/ whose result is withheld (an evaluator or runner error, an unreadable result, a failure out
+of retries). An attempt in tasks/ without a result yet (still running, or its runner died and the queue has not set
+it aside) is neither: the summary leaves it out of the run's spend, as it does for the cost. `ValidResults` is that
+rule, by gateway scope: the summary applies it to the token log's rows, and so does the viewer's quota chart.
 
 Their spend builds on the set-aside attempts' (`retried` in summary.json) with the withheld attempts of tasks/
 added: tokens and model calls from each attempt's usage, cost from its result (cost.py). The waits come from the
-token log row by row: every request of the run's attempt scopes (attempts still running, or whose runner died
-without a result, gave no valid result yet). Unknown is None with why, never 0.
+token log row by row: every request of the run's attempt scopes, and the part in the scopes of attempts that gave
+no valid result. Unknown is None with why, never 0.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from hcu.osworld.records.cost import token_rows
 from hcu.osworld.records.identity import attempt_of_scope
@@ -49,20 +50,27 @@ class Graded(Protocol):
     def valid(self) -> bool:
         """Its result has a score that counts."""
 
+    @property
+    def ran(self) -> bool:
+        """It left a result (readable or not)."""
 
-def withheld_attempts(rows: Iterable[AttemptRow]) -> list[AttemptRow]:
-    """The attempts in tasks/ that ran and gave no valid result (their result is withheld)."""
+
+G = TypeVar("G", bound=Graded)
+
+
+def withheld_attempts(rows: Iterable[G]) -> list[G]:
+    """The attempts in tasks/ that left a result and gave no valid result (their result is withheld)."""
     return [row for row in rows if row.ran and not row.valid]
 
 
 @dataclass
 class ValidResults:
-    """Which attempts of a run gave a valid result, by gateway scope."""
+    """Which attempts of a run gave no valid result, by gateway scope."""
 
     run_id: str
     task_ids: frozenset[str]
-    valid_keys: frozenset[str]
-    """Repeats (tasks/ folder names) whose attempt in tasks/ has a score that counts."""
+    ended_without: frozenset[str]
+    """Repeats (tasks/ folder names) whose attempt in tasks/ left a result without a score that counts."""
     set_aside: frozenset[str]
     """Folder names under retries/ (`<repeat>-<attempt>`)."""
     _seen: dict[str, bool | None] = field(default_factory=dict, repr=False, compare=False)
@@ -71,16 +79,17 @@ class ValidResults:
     def of(cls, run_id: str, task_ids: Iterable[str], graded: Iterable[Graded],
            set_aside: Iterable[str]) -> ValidResults:
         """From the attempts in tasks/ and the folder names under retries/."""
-        return cls(run_id, frozenset(task_ids), frozenset(row.key for row in graded if row.valid),
+        return cls(run_id, frozenset(task_ids), frozenset(row.key for row in withheld_attempts(graded)),
                    frozenset(set_aside))
 
-    def gave_valid_result(self, scope: str) -> bool | None:
-        """Whether the attempt of this scope gave a valid result; None for a scope of another run (a gateway
-        shared between runs logs theirs too)."""
+    def gave_no_valid_result(self, scope: str) -> bool | None:
+        """True when the attempt of this scope ended without a valid result (set aside, or withheld in tasks/);
+        False when it gave one or has no result yet; None for a scope of another run (a gateway shared between
+        runs logs theirs too)."""
         if scope not in self._seen:
             attempt = attempt_of_scope(scope, self.run_id, self.task_ids)
             self._seen[scope] = None if attempt is None else (
-                attempt.task_key in self.valid_keys and f"{attempt.task_key}-{attempt.attempt}" not in self.set_aside)
+                f"{attempt.task_key}-{attempt.attempt}" in self.set_aside or attempt.task_key in self.ended_without)
         return self._seen[scope]
 
 
@@ -92,15 +101,15 @@ def rate_limit_waits(token_log: Path | None, results: ValidResults) -> RateLimit
     waited = wasted = 0.0
     requests = requests_waited = 0
     for row in token_rows(token_log.read_bytes()):
-        valid = results.gave_valid_result(str(row.get("task")))
-        if valid is None:
+        wasted_row = results.gave_no_valid_result(str(row.get("task")))
+        if wasted_row is None:
             continue
         requests += 1
         seconds = row.get("rate_limit_wait_sec")
         if isinstance(seconds, (int, float)) and seconds > 0:
             requests_waited += 1
             waited += seconds
-            wasted += 0.0 if valid else seconds
+            wasted += seconds if wasted_row else 0.0
     if not requests:
         return RateLimitWaits(wait_sec=None, without_valid_result_sec=None, requests=0, requests_waited=0,
                               unknown=f"{token_log.name} holds no request of run {results.run_id}")

@@ -104,6 +104,11 @@ class AttemptRow:
     def valid(self) -> bool:
         return self.score is not None
 
+    @property
+    def ran(self) -> bool:
+        """It left a result (readable or not)."""
+        return self.status not in ("not started", "no result")
+
 
 @dataclass
 class SummaryFile:

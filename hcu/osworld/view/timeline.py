@@ -160,7 +160,7 @@ class RunTimeline:
         anything of the run."""
         self._refresh()
         key = (self.events_file.identity, self.events_file.offset,
-               self.log_file and (self.log_file.identity, self.log_file.offset), results.valid_keys,
+               self.log_file and (self.log_file.identity, self.log_file.offset), results.ended_without,
                results.set_aside)
         if self._drawn is None or self._drawn[0] != key:
             self._drawn = (key, self._series(results))
@@ -217,11 +217,11 @@ def _binned(cells: dict[tuple[str, int], _Cell], results: ValidResults, first_mi
     bins = math.ceil(minutes / width)
     every, wasted = [_Cell() for _ in range(bins)], [_Cell() for _ in range(bins)]
     for (scope, minute), cell in cells.items():
-        valid = results.gave_valid_result(scope)
-        if valid is None or not 0 <= minute - first_minute < minutes:
+        gave_none = results.gave_no_valid_result(scope)
+        if gave_none is None or not 0 <= minute - first_minute < minutes:
             continue
         b = (minute - first_minute) // width
-        for target in (every[b],) if valid else (every[b], wasted[b]):
+        for target in (every[b], wasted[b]) if gave_none else (every[b],):
             target.input += cell.input
             target.cached += cell.cached
             target.output += cell.output
