@@ -292,7 +292,7 @@ def series_chart(chart_id: str, name: str, description: str, series: Sequence[Se
     tip = tip_fmt or y_fmt
     times = [t for s in series for t, _ in s.points] + list(span or ()) or [0.0]
     values = [v for s in series for _, v in s.points] or [1.0]
-    frame = Frame(WIDTH, 260, left=56, top=30)
+    frame = Frame(WIDTH, 260, left=56, right=28, top=30)  # room for the last time label (1h30m)
     t_lo, t_hi, t_step = nice_domain(min(times), max(times), 6, time_step)
     x = Linear(t_lo, t_hi, frame.x0, frame.x1)
     _, v_hi, v_step = nice_domain(0.0, max(values) or 1.0, 4)
