@@ -73,4 +73,3 @@ def cost_figures(config: RunConfig, tasks: Sequence[TaskScores], retried: Sequen
     wasted_unknown = _unknown_note(config, sum(1 for row in withheld if row.cost_usd is None)
                                    + sum(1 for r in retried if r.cost_usd is None))
     return CostFigures(run, retried_usd, per_task, per_result, note, wasted, wasted_unknown)
-

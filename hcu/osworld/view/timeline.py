@@ -186,7 +186,7 @@ class RunTimeline:
         waits = [[c.wait for c in part] for part in (every, wasted)]
 
         def per(values: list[float], unit: float) -> Points:
-            """Each bin's value over its length in `unit` seconds, at the bin's start."""
+            """Each bin's value per `unit` seconds of its length, at the bin's start."""
             return [(x, v * unit / length) for x, v, length in zip(xs, values, lengths, strict=True)]
 
         return Timeline(
@@ -194,7 +194,8 @@ class RunTimeline:
             tokens=per(tokens[0], MINUTE), tokens_wasted=per(tokens[1], MINUTE), waiting=per(waits[0], 1.0),
             waiting_wasted=per(waits[1], 1.0), requests=sum(c.requests for c in every),
             token_total=int(sum(tokens[0])), token_wasted=int(sum(tokens[1])), wait_sec=sum(waits[0]),
-            wait_wasted_sec=sum(waits[1]), has_events=bool(read.events), has_token_log=self.log_file is not None)
+            wait_wasted_sec=sum(waits[1]), has_events=self.events_file.identity is not None,
+            has_token_log=self.log_file is not None)
 
 
 def _running_and_limit(events: list[tuple[float, str, int]], start: float) -> tuple[Points, Points, dict[str, int]]:
