@@ -1,5 +1,7 @@
-"""The run viewer on a 1,107-attempt run (369 tasks x 3 repeats, with trajectories, logs and retries): prints
-how long the index and a task page take, side by side with a bare read of the result files, and the ratio.
+"""The run viewer on a 1,107-attempt run (369 tasks x 3 repeats, with trajectories, logs and retries, the queue's
+events and the gateway's token log): prints how long the index and a task page take, side by side with a bare read
+of the result files, and the ratio; and what the chart of the quota over the run's time costs: its first draw
+(reading logs/queue.jsonl and the whole token log) and its share of a page render after.
 
 Target: the index under a second, served and in the browser; task pages on demand. Baseline (same process):
 reading and parsing every result.json with orjson and nothing else. The run directory is written with the
@@ -24,7 +26,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the run build
 
 from hcu.osworld.view.attempt_data import read_attempt  # noqa: E402
 from hcu.osworld.view.data import RunData  # noqa: E402
+from hcu.osworld.view.index_page import render_index  # noqa: E402
 from hcu.osworld.view.links import ServedLinks  # noqa: E402
+from hcu.osworld.view.quota_chart import quota_charts  # noqa: E402
 from hcu.osworld.view.server import make_app  # noqa: E402
 from hcu.osworld.view.site import Site  # noqa: E402
 from hcu.osworld.view.task_page import render_task  # noqa: E402
@@ -67,6 +71,16 @@ async def served_times(run_dir: Path, keys: list[str]) -> tuple[float, float, fl
     return first, warm, statistics.median(pages), size
 
 
+def quota_chart_cost(run_dir: Path) -> tuple[float, float, float, int]:
+    """(first draw, median draw after, median index page render, the chart's bytes) on a fresh RunData."""
+    run = RunData(run_dir)
+    index = run.index()
+    first = timed(lambda: quota_charts(run, index))
+    again = statistics.median(timed(lambda: quota_charts(run, index)) for _ in range(PAGE_SAMPLES))
+    page = statistics.median(timed(lambda: render_index(run, ServedLinks())) for _ in range(PAGE_SAMPLES))
+    return first, again, page, len(quota_charts(run, index).encode())
+
+
 def browser_load_sec(run_dir: Path, profile: Path) -> tuple[float, float] | None:
     """Navigation start to load end with the table listed, in Debian's headless Chromium: the first load, and
     the median of BROWSER_LOADS more (None when Chromium is not installed)."""
@@ -101,6 +115,9 @@ def main() -> None:
         task_page = statistics.median(timed(lambda k=k: render_task(run, read_attempt(run, "tasks", k), links))
                                       for k in keys)
         first, warm, served_page, size = asyncio.run(served_times(run_dir, keys))
+        chart_first, chart_again, page_render, chart_size = quota_chart_cost(run_dir)
+        token_log = run_dir / "gateway-tokens.jsonl"
+        rows, log_mib = token_log.read_bytes().count(b"\n"), token_log.stat().st_size / 2**20
         browser = browser_load_sec(run_dir, Path(tmp) / "profile")
     print(f"view: a run of {attempts} attempts ({TASKS} tasks x {REPEATS} repeats, up to {STEPS} steps each; "
           f"built in {built:.1f} s)")
@@ -113,6 +130,9 @@ def main() -> None:
           f"{browser[0]:.3f} s first, {browser[1]:.3f} s median of {BROWSER_LOADS} reloads (target < 1 s)"))
     print(f"  task page (median of {len(keys)}), rendered:    {task_page:.3f} s; over HTTP {served_page:.3f} s "
           f"(ratio to the bare read of all results {served_page / baseline:.2f}x)")
+    print(f"  quota chart, first draw (reads the token log: {rows:,} rows, {log_mib:.1f} MiB): "
+          f"{chart_first:.3f} s; after: {1000 * chart_again:.1f} ms of a {1000 * page_render:.0f} ms index "
+          f"render (medians of {PAGE_SAMPLES}), {chart_size / 1024:.0f} KiB of the page")
 
 
 if __name__ == "__main__":

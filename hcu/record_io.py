@@ -74,3 +74,33 @@ def write_json(path: Path, value: object) -> None:
 def read_record(path: Path, cls: type[R]) -> R:
     """Read and validate a record written by `write_record`."""
     return cls.model_validate(orjson.loads(path.read_bytes()))
+
+
+class GrowingFile:
+    """An append-only line file (a JSONL log) read as it grows: each `read` returns the complete lines added since
+    the last (a torn last line waits for its end), and says when the file was replaced or cut, so the reader starts
+    over from what `read` returns."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.identity: tuple[int, int] | None = None
+        self.offset = 0
+        """Bytes of complete lines read so far."""
+
+    def read(self) -> tuple[bool, bytes]:
+        """(restarted, the complete lines added): `restarted` when the file is new to this reader, or was replaced
+        or cut since the last read (the lines returned are then the file's from its start). A missing file reads as
+        nothing added."""
+        try:
+            with self.path.open("rb") as f:
+                stat = os.fstat(f.fileno())
+                restarted = (stat.st_dev, stat.st_ino) != self.identity or stat.st_size < self.offset
+                if restarted:
+                    self.identity, self.offset = (stat.st_dev, stat.st_ino), 0
+                f.seek(self.offset)
+                data = f.read(stat.st_size - self.offset)
+        except FileNotFoundError:
+            return False, b""
+        complete = data[: data.rfind(b"\n") + 1]
+        self.offset += len(complete)
+        return restarted, complete

@@ -2,17 +2,21 @@
 config, result.json, attempt.json, retry.json, setup step records, the ATIF trajectory) and real PNG/JPEG
 screenshots (Pillow), summarized by the real `summarize`.
 
-An attempt's outcome is one of OUTCOMES. A run may be salted: its key file, the attempts' scope secrets and
-provider-looking keys are written into logs, events, meta.json and the trajectory, so a test can check that no
-page or served file shows any of them.
+An attempt's outcome is one of OUTCOMES. Each run has the queue's events (logs/queue.jsonl: a start, a launch and
+an exit per attempt, a set_aside per retry, two admission limits) and the gateway's token log (one row per model
+call of each attempt, its rate-limit wait on the first), consistent with the results. A run may be salted: its key
+file, the attempts' scope secrets and provider-looking keys are written into logs, events, meta.json and the
+trajectory, so a test can check that no page or served file shows any of them.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import os
 import zlib
 from dataclasses import dataclass, field
+from itertools import accumulate
 from pathlib import Path
 from typing import Literal
 
@@ -54,6 +58,8 @@ PHASES = (("boot", 1.5), ("isolate", 0.1), ("upload", 1.2), ("setup", 6.0), ("pr
           ("settle", 2.0), ("evaluate", 4.0), ("collect", 0.1), ("cleanup", 0.5))
 RECORDING_STUB = b"\x00\x00\x00\x18ftypmp42\x00\x00\x00\x00mp42isom" + bytes(4096)
 DOMAINS = ("chrome", "gimp", "libreoffice_calc", "multi_apps", "os", "thunderbird", "vlc", "vs_code")
+QUOTA_TPM = 20_000
+"""The run config's tokens-per-minute quota for openai."""
 
 
 @dataclass
@@ -170,9 +176,66 @@ def _meta(result: TaskResult, salt: str | None) -> dict:
     return meta
 
 
+@dataclass(frozen=True)
+class Ran:
+    """When an attempt ran, for the queue's events and the token log."""
+
+    attempt: Attempt
+    number: int
+    scope: str
+    started: float
+    finished: float | None
+    """None: still running (no result)."""
+    calls: int
+    set_aside: bool = False
+
+
+RAISED_AT = 600.0
+"""Seconds after the first launch when the admission limit is raised: from the most attempts that ran at once by a
+quarter."""
+WAIT_SEC = 3.0
+"""The rate-limit wait of each attempt's first model call (what result_for's usage says)."""
+CALL = {"input_tokens": 1000, "cached_input_tokens": 0, "cache_write_input_tokens": 0, "output_tokens": 60,
+        "reasoning_tokens": 0}
+"""One model call's tokens (result_for's usage is `steps` of these)."""
+
+
+def write_logs(run_dir: Path, ran: list[Ran]) -> None:
+    """logs/queue.jsonl and gateway-tokens.jsonl of the attempts that ran."""
+    first = min(r.started for r in ran)
+    events = [{"at": first - 5.0, "event": "start", "pid": 1, "executor": "local"}]
+    rows = []
+    for r in ran:
+        which = {"task_id": r.attempt.task_id, "repeat": r.attempt.repeat, "attempt": r.number}
+        events.append({"at": r.started, "event": "launch", **which, "pid": 1, "node": None})
+        end = r.finished if r.finished is not None else r.started + 30.0 * (r.calls + 1)
+        if r.finished is not None:
+            events.append({"at": r.finished, "event": "exit", **which, "state": "finished", "node": None,
+                           "score": None})
+        if r.set_aside:
+            events.append({"at": r.finished, "event": "set_aside", **which, "classification": "guest", "node": None})
+        for n in range(r.calls):
+            rows.append({"time": r.started + (end - r.started) * (n + 1) / (r.calls + 1), "task": r.scope,
+                         "provider": "openai", "model": "gpt-5.5", "path": "/v1/responses", "status": 200,
+                         "outcome": "success", "counted": True, "calls_used": n + 1, "usage": CALL,
+                         "latency_sec": 1.5 + (WAIT_SEC if n == 0 else 0.0),
+                         "rate_limit_wait_sec": WAIT_SEC if n == 0 else 0.0})
+    events.sort(key=lambda e: e["at"])
+    peak = max(accumulate({"launch": 1, "exit": -1}.get(e["event"], 0) for e in events))
+    events[1:1] = [{"at": first - 5.0, "event": "limit", "limit": peak, "signal": "max_active_tasks"}]
+    events.append({"at": first + RAISED_AT, "event": "limit", "limit": peak + max(1, peak // 4), "signal": "ctl set"})
+    events.sort(key=lambda e: e["at"])
+    (run_dir / "logs").mkdir(exist_ok=True)
+    (run_dir / "logs" / "queue.jsonl").write_bytes(b"".join(orjson.dumps(e) + b"\n" for e in events))
+    rows.sort(key=lambda row: row["time"])
+    (run_dir / "gateway-tokens.jsonl").write_bytes(b"".join(orjson.dumps(row) + b"\n" for row in rows))
+
+
 def write_attempt(run_id: str, run_dir: Path, attempt: Attempt, number: int, folder: Path, domain: str,
-                  salt: str | None, shared_jpeg: bytes | None, log: Path) -> None:
+                  salt: str | None, shared_jpeg: bytes | None, log: Path) -> Ran:
+    """The attempt's folder; when it ran."""
     folder.mkdir(parents=True, exist_ok=True)
+    scope = f"{run_id}.{attempt.key}.a{number}"
     started = 1_780_000_000.0 + 100 * number + zlib.crc32(attempt.key.encode()) % 1000
     write_record(folder / "attempt.json", AttemptLease(
         attempt_id=f"{run_id}/{attempt.task_id}/{number}", run_id=run_id, task_id=attempt.task_id, attempt=number,
@@ -182,7 +245,7 @@ def write_attempt(run_id: str, run_dir: Path, attempt: Attempt, number: int, fol
     log.write_text(f"[{attempt.key}] phase boot: start\n{secret_note}[{attempt.key}] phase agent: ok\n")
     if attempt.outcome == "no_result":
         write_json(folder / "progress.json", {"phase": "agent", "since": started})
-        return
+        return Ran(attempt, number, scope, started, None, attempt.steps)
     result = result_for(run_id, attempt, number, domain, started)
     if salt and result.failure_message:
         result.failure_message += f" (the CLI printed OPENAI_API_KEY={salt})"
@@ -201,19 +264,21 @@ def write_attempt(run_id: str, run_dir: Path, attempt: Attempt, number: int, fol
     if shared_jpeg is None:
         for name in ("final-before-eval.png", "final-after-eval.png"):
             (folder / name).write_bytes(screenshot(99, (640, 400), "PNG"))
+    return Ran(attempt, number, scope, started, result.finished_at, attempt.steps)
 
 
 def write_retry(run_id: str, run_dir: Path, attempt: Attempt, domain: str, salt: str | None,
-                shared_jpeg: bytes | None) -> None:
+                shared_jpeg: bytes | None) -> Ran:
     folder = run_dir / "retries" / f"{attempt.key}-1"
-    write_attempt(run_id, run_dir, Attempt(attempt.task_id, "fail", attempt.repeat, steps=1), 1, folder,
-                  domain, salt, shared_jpeg, folder / "runner.log")
+    ran = write_attempt(run_id, run_dir, Attempt(attempt.task_id, "fail", attempt.repeat, steps=1), 1, folder,
+                        domain, salt, shared_jpeg, folder / "runner.log")
     body = orjson.loads((folder / "result.json").read_bytes())
     body.update(status="error", score=None, evaluator_score=None, failure_classification="guest",
                 failure_message="the guest died")
     write_json(folder / "result.json", body)
     write_record(folder / "retry.json", RetryNote(task_id=attempt.task_id, attempt=1, failure_classification="guest",
                                                   reason="the guest died", moved_at=1_780_000_500.0))
+    return dataclasses.replace(ran, set_aside=True)
 
 
 def build_run(root: Path, run_id: str, attempts: list[Attempt], *, salted: bool = False,
@@ -225,7 +290,8 @@ def build_run(root: Path, run_id: str, attempts: list[Attempt], *, salted: bool 
     config = parse_config({"run_id": run_id, "benchmark_version": "v1", "agent": "codex", "test_desktop": True,
                            "gateway": "http://127.0.0.1:9", "results_dir": str(root),
                            "tasks": [{"id": t, "task_domain": domain[t]} for t in task_ids],
-                           "repeats": max(a.repeat for a in attempts)}, root / f"{run_id}.json")
+                           "repeats": max(a.repeat for a in attempts), "quota": {"openai": {"tpm": QUOTA_TPM}}},
+                          root / f"{run_id}.json")
     run_dir = config.run_dir
     (run_dir / "tasks").mkdir(parents=True)
     write_json(run_dir / "config.json", config.model_dump(mode="json"))
@@ -234,6 +300,7 @@ def build_run(root: Path, run_id: str, attempts: list[Attempt], *, salted: bool 
     if key is not None:
         sample.secrets.append(key.hex())
     shared = screenshot(1, (100, 100), "JPEG") if light_screens else None
+    ran = []
     for attempt in attempts:
         number = 2 if attempt.outcome == "retried_pass" else 1
         scope = AttemptId(run_id=run_id, task_id=attempt.task_id, attempt=number).gateway_scope
@@ -241,9 +308,10 @@ def build_run(root: Path, run_id: str, attempts: list[Attempt], *, salted: bool 
         if salt:
             sample.secrets.append(salt)
         if attempt.outcome == "retried_pass":
-            write_retry(run_id, run_dir, attempt, domain[attempt.task_id], salt, shared)
-        write_attempt(run_id, run_dir, attempt, number, run_dir / "tasks" / attempt.key, domain[attempt.task_id],
-                      salt, shared, run_dir / "logs" / f"{attempt.key}.log")
+            ran.append(write_retry(run_id, run_dir, attempt, domain[attempt.task_id], salt, shared))
+        ran.append(write_attempt(run_id, run_dir, attempt, number, run_dir / "tasks" / attempt.key,
+                                 domain[attempt.task_id], salt, shared, run_dir / "logs" / f"{attempt.key}.log"))
+    write_logs(run_dir, ran)
     summarize(run_dir)
     return sample
 

@@ -28,7 +28,12 @@ BAND = {"pass": "pass", "retried_pass": "pass", "partial": "partial", "fail": "f
         "read_nothing": "fail", "evaluator_error": "withheld"}
 """The outcome an attempt's bar is filled by; no_result attempts have neither a duration nor a count of calls."""
 RUN_CHARTS = {"chart-domains": ["score (mean of task means)"], "chart-durations": ["attempt duration", "attempts"],
-              "chart-calls": ["model calls", "attempts"]}
+              "chart-calls": ["model calls", "attempts"],
+              "chart-quota-attempts": ["time since the run's first event", "attempts"],
+              "chart-quota-tokens": ["time since the run's first event", "tokens per minute"]}
+NO_VALID_RESULT = {"evaluator_error"}
+"""Outcomes whose attempt in tasks/ gave no valid result (withheld; a no_result attempt, still running, has given
+nothing yet); a retry's set-aside attempt gave none either."""
 COMPARE_CHARTS = {"chart-paired": ["view-a minus view-b"], "chart-cost": ["cost per valid result (USD)", "score"]}
 
 
@@ -88,6 +93,71 @@ def check_run_charts(driver: WebDriver, sample: SampleRun) -> None:
         assert counted == expected, chart_id
 
 
+def lines(path: Path) -> list[dict]:
+    return [orjson.loads(line) for line in path.read_bytes().splitlines()]
+
+
+def series(driver: WebDriver, chart_id: str) -> dict[str, WebElement]:
+    return {m.get_attribute("data-label"): m for m in marks(driver, chart_id, "series")}
+
+
+def marked(mark: WebElement) -> list[str]:
+    """The values its point markers' titles give (`<name> at <time>: <value>`)."""
+    return [content(t).rsplit(": ", 1)[1] for t in mark.find_elements(CSS, "circle > title")]
+
+
+def check_quota_chart(driver: WebDriver, sample: SampleRun) -> None:
+    """The running attempts step at each launch and exit of logs/queue.jsonl (and the queue's start), the limit at
+    each limit event; the tokens per minute (one-minute bins) add up to the token log's tokens, all of them and those
+    of attempts that gave no valid result; the quota line is the config's."""
+    events = [e for e in lines(sample.run_dir / "logs" / "queue.jsonl")
+              if e["event"] in ("start", "launch", "adopt", "exit", "limit")]
+    running, now = [], 0
+    for event in events:
+        if event["event"] != "limit":
+            now = 0 if event["event"] == "start" else now + (1 if event["event"] in ("launch", "adopt") else -1)
+            running.append(f"{now:.3g}")
+    drawn = series(driver, "chart-quota-attempts")
+    assert marked(drawn["running attempts"]) == running and len(running) == 1 + 2 * len(sample.attempts) - sum(
+        1 for a in sample.attempts if a.outcome == "no_result") + 2 * sum(1 for a in sample.attempts
+                                                                         if a.outcome == "retried_pass")
+    limits = [str(e["limit"]) for e in events if e["event"] == "limit"]
+    assert marked(drawn["admission limit"]) == limits and len(limits) == 2
+    assert {"rate-limit waits", "waits, no valid result"} <= set(drawn)
+    rows = lines(sample.run_dir / "gateway-tokens.jsonl")
+    outcome = {a.key: a.outcome for a in sample.attempts}
+
+    def gave_none(scope: str) -> bool:
+        key, attempt = scope.split(".", 1)[1].rsplit(".a", 1)
+        return outcome[key] in NO_VALID_RESULT or (outcome[key] == "retried_pass" and attempt == "1")
+
+    tokens = sum(r["usage"]["input_tokens"] + r["usage"]["output_tokens"] for r in rows)
+    wasted = sum(r["usage"]["input_tokens"] + r["usage"]["output_tokens"] for r in rows if gave_none(r["task"]))
+    per_minute = series(driver, "chart-quota-tokens")
+    assert sum(int(v.replace(",", "")) for v in marked(per_minute["tokens per minute"])) == tokens
+    assert sum(int(v.replace(",", "")) for v in marked(per_minute["no valid result"])) == wasted > 0
+    assert marked(per_minute["quota 20,000 tpm"]) == ["20,000", "20,000"]
+    waits = sum(r["rate_limit_wait_sec"] for r in rows)
+    waited_for_nothing = sum(r["rate_limit_wait_sec"] for r in rows if gave_none(r["task"]))
+    description = content(driver.find_element(CSS, "#chart-quota-attempts-desc"))
+    assert f"({waits:,.0f} s waited over the run, {waited_for_nothing:,.0f} s of it in attempts that gave no valid " \
+           "result)" in description
+
+
+def check_waste_cards(driver: WebDriver, sample: SampleRun) -> None:
+    """The cards beside the cost hold summary.json's figures."""
+    summary = orjson.loads((sample.run_dir / "summary" / "summary.json").read_bytes())
+    wasted, waits = summary["wasted"], summary["rate_limit_waits"]
+    cards = {c.find_element(CSS, ".card-label").text.lower(): c for c in driver.find_elements(CSS, ".card")}
+    spent = cards["spent without a valid result"]
+    assert spent.find_element(CSS, ".card-value").text.startswith(f"${wasted['cost_usd']:.4f}")
+    assert f"{wasted['attempts']} attempts ({wasted['set_aside']} set aside and retried, {wasted['withheld']} " \
+           "withheld)" in spent.text
+    assert wasted["set_aside"] == sum(1 for a in sample.attempts if a.outcome == "retried_pass") > 0
+    assert wasted["withheld"] == sum(1 for a in sample.attempts if a.outcome == "evaluator_error") > 0
+    assert cards["rate-limit waits"].find_element(CSS, ".card-value").text == f"{waits['wait_sec'] / 3600:.2f} h"
+
+
 def task_means(sample: SampleRun) -> dict[str, Fraction | None]:
     scores: dict[str, list[float]] = {}
     for attempt in sample.attempts:
@@ -117,6 +187,8 @@ def test_the_served_pages_draw_their_charts_from_the_viewer_alone(driver: WebDri
                                                                   sample: SampleRun, other_sample: SampleRun) -> None:
     driver.get(served.url + "/")
     check_run_charts(driver, sample)
+    check_quota_chart(driver, sample)
+    check_waste_cards(driver, sample)
     assert all(url.startswith(served.url + "/") for url in fetched(driver)), fetched(driver)
     driver.get(served.url + "/compare")
     check_compare_charts(driver, sample, other_sample)
@@ -131,6 +203,7 @@ def test_the_static_export_holds_the_charts_offline(driver: WebDriver, sample: S
                                                                 "downloadThroughput": -1, "uploadThroughput": -1})
     driver.get((out / "index.html").as_uri())
     check_run_charts(driver, sample)
+    check_quota_chart(driver, sample)
     assert all(url.startswith(out.as_uri() + "/") for url in fetched(driver)), fetched(driver)
     driver.get((out / "compare.html").as_uri())
     check_compare_charts(driver, sample, other_sample)

@@ -5,6 +5,7 @@ its guest spec and gateway health were typed still reads. Also the comparison's 
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -47,6 +48,8 @@ def test_summary_json_from_before_the_model_makes_the_figures(small: SampleRun) 
     assert "live tally" not in html
     assert "k = 2" in html and "$2.75" in html and "run-to-run sd" in html and "0.1667" in html
     assert "get_vm_file" in html, "the task scored although a getter read nothing"
+    for label in ("Spent without a valid result", "Rate-limit waits"):  # figures that summarize did not compute
+        assert re.search(f'<div class="card-label">{label}</div><div class="card-value">not in summary</div>', html)
 
 
 @pytest.mark.parametrize("body, reason", [

@@ -9,7 +9,6 @@ run's token log when its results come home, so the spend of attempts still runni
 
 from __future__ import annotations
 
-import os
 from collections import deque
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from hcu.osworld.queue.config import RunConfig
 from hcu.osworld.queue.snapshot import RateLimitFigures
 from hcu.osworld.records.cost import Cost, token_rows
 from hcu.osworld.records.identity import attempt_of_scope
+from hcu.record_io import GrowingFile
 
 RATE_LIMIT_WINDOW_SEC = 60.0
 """How far back the rate-limit waits shown now reach."""
@@ -39,10 +39,10 @@ class SpendMeter:
         self.limit = config.max_cost_usd
         self.task_ids = frozenset(task.id for task in config.tasks)
         self._ours: dict[str, bool] = {}
-        self._reset(None)
+        self._log = GrowingFile(self.path) if self.path is not None else None
+        self._reset()
 
-    def _reset(self, identity: tuple[int, int] | None) -> None:
-        self.identity, self.offset = identity, 0
+    def _reset(self) -> None:
         self.total, self.scopes = Cost(), {}
         self.tokens = 0
         """Input + output tokens of the run's rows."""
@@ -51,19 +51,11 @@ class SpendMeter:
 
     def refresh(self) -> float:
         """Read what the log gained; returns the priced spend in USD."""
-        if self.path is None:
+        if self._log is None:
             return self.total.usd
-        try:
-            with self.path.open("rb") as log:
-                stat = os.fstat(log.fileno())
-                if (stat.st_dev, stat.st_ino) != self.identity or stat.st_size < self.offset:
-                    self._reset((stat.st_dev, stat.st_ino))  # a new or rewritten log: read it from the start
-                log.seek(self.offset)
-                data = log.read(stat.st_size - self.offset)
-        except FileNotFoundError:
-            return self.total.usd
-        complete = data[: data.rfind(b"\n") + 1]
-        self.offset += len(complete)
+        restarted, complete = self._log.read()
+        if restarted:  # a new or rewritten log: read it from the start
+            self._reset()
         for row in token_rows(complete):
             scope = str(row.get("task"))
             if self._is_ours(scope):

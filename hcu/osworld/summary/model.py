@@ -151,6 +151,45 @@ class RetriedSpend(SummaryPart):
     """What they cost; None when any one's cost is unknown (or the file is from before costs)."""
 
 
+class WastedSpend(RetriedSpend):
+    """What the attempts that gave no valid result spent (summary/waste.py says which those are): paid for, with
+    nothing of it in the score."""
+
+    attempts: int
+    """Attempts that ran and gave no valid result: set aside under retries/, or withheld in tasks/."""
+    accounted_attempts: int
+    """Of them, attempts whose every generation the gateway accounted for (their tokens are summed)."""
+    set_aside: int
+    """Of them, attempts set aside under retries/ (the figures of `retried`)."""
+    withheld: int
+    """Of them, attempts in tasks/ whose result is withheld (an evaluator or runner error, an unreadable result, an
+    infrastructure failure out of retries)."""
+    cost_unknown: str = ""
+    """Why cost_usd is None ("" when it is known)."""
+    share_of_cost: float | None = None
+    """cost_usd over the run's cost_usd; None when either is unknown or the run cost nothing."""
+    share_of_tokens: float | None = None
+    """total over the tokens of every fully accounted attempt of the run (tasks/ and retries/); None without any."""
+    share_of_model_calls: float | None = None
+    """model_calls over the model calls of every attempt of the run (tasks/ and retries/); None without any."""
+
+
+class RateLimitWaits(SummaryPart):
+    """Time the run's model requests waited on rate limits: the token log's rate_limit_wait_sec, summed over the
+    requests of every attempt of the run (tasks/ and retries/; attempts waiting at once each count)."""
+
+    wait_sec: float | None
+    """Seconds waited; None when unknown (`unknown` says why)."""
+    without_valid_result_sec: float | None
+    """The part of wait_sec in attempts that gave no valid result."""
+    requests: int
+    """The run's requests in the token log."""
+    requests_waited: int
+    """Of them, requests that waited on a rate limit."""
+    unknown: str = ""
+    """Why wait_sec is None ("" when it is known)."""
+
+
 class WithheldTask(SummaryPart):
     task_id: str
     """The config task."""
@@ -354,6 +393,10 @@ class RunSummary(GroupFigures, RunIdentity):
     """What the run cost, every attempt and retry included; None when any attempt's cost is unknown."""
     cost_per_valid_result_usd: float | None = None
     """cost_usd over the validly graded attempts: read it next to coverage."""
+    wasted: WastedSpend | None = None
+    """What attempts that gave no valid result spent: tokens, model calls and cost, and their share of the run's."""
+    rate_limit_waits: RateLimitWaits | None = None
+    """How long the run's requests waited on rate limits, and the part in attempts that gave no valid result."""
     compare: Comparison | None = None
     """Only with --compare (absent from the file otherwise)."""
     baseline: Baseline | None = None

@@ -22,7 +22,7 @@ PLACED = frozenset({
     "withheld_tasks", "read_nothing_tasks", "attempts", "retried_tasks", "attempts_by_class", "machine_sec",
     "machine_sec_per_valid_result", "model_calls", "tokens", "retried", "by_domain", "by_stratum", "repeats",
     "repeat_policy", "pass_at_k", "pass_hat_k", "run_to_run_sd", "task_list_sd", "cluster_bootstrap_ci95",
-    "cost_usd", "cost_per_valid_result_usd", "compare", "baseline"})
+    "cost_usd", "cost_per_valid_result_usd", "wasted", "rate_limit_waits", "compare", "baseline"})
 """Fields summary.md has a line or a section of its own for."""
 LEFT_TO_JSON = frozenset({"schema_version", "binary_rate", "statuses", "terminations", "failure_classes",
                           "attempts_without_duration", "retry_policy", "per_task"})
@@ -89,6 +89,35 @@ def _cost_line(s: RunSummary, note: str) -> str:
             f"per valid result {usd(s.cost_per_valid_result_usd)} |")
 
 
+def _share(value: float | None) -> str:
+    return "" if value is None else f" ({pct(value)} of the run's)"
+
+
+def hours(seconds: float) -> str:
+    return f"{seconds / 3600:.2f} h ({seconds:,.0f} s)"
+
+
+def _wasted_lines(s: RunSummary) -> list[str]:
+    """Beside the cost: what attempts that gave no valid result spent, and the rate-limit waits (absent from a
+    summary.json of before them)."""
+    lines = []
+    if (w := s.wasted) is not None:
+        cost = (w.cost_unknown or "unknown") if w.cost_usd is None else usd(w.cost_usd)
+        lines.append(f"| Spent on attempts that gave no valid result ({w.attempts}: {w.set_aside} set aside and "
+                     f"retried, {w.withheld} withheld) | cost {cost}{_share(w.share_of_cost)}; {w.total:,} tokens"
+                     f"{_share(w.share_of_tokens)} (fully accounted {w.accounted_attempts} of {w.attempts}); "
+                     f"{w.model_calls} model calls{_share(w.share_of_model_calls)}; machine time "
+                     f"{_duration(w.machine_sec)} |")
+    if (waits := s.rate_limit_waits) is not None:
+        if waits.wait_sec is None or waits.without_valid_result_sec is None:
+            lines.append(f"| Rate-limit waits (token log) | unknown: {waits.unknown} |")
+        else:
+            lines.append(f"| Rate-limit waits (token log; attempts waiting at once each count) | "
+                         f"{hours(waits.wait_sec)} over {waits.requests_waited:,} of {waits.requests:,} requests; "
+                         f"{hours(waits.without_valid_result_sec)} of it in attempts that gave no valid result |")
+    return lines
+
+
 def _binary_line(s: RunSummary, repeats: Sequence[int]) -> str:
     """The success rate the interval is of (a mean of per-task rates, as the score is a mean of task means),
     with the count of successful repeats beside it, never as a fraction that would be another mean."""
@@ -113,6 +142,7 @@ def _headline(s: RunSummary, repeats: Sequence[int], cost_note: str) -> list[str
         f"| Upper bound (withheld count as 1) | {pct(s.upper_bound)} |",
         f"| Coverage (validly graded attempts) | {s.valid}/{sum(repeats)} = {pct(s.coverage)} |",
         _cost_line(s, cost_note),
+        *_wasted_lines(s),
         _binary_line(s, repeats),
         f"| Raw evaluator score sum | {s.raw_score_sum:.3f} |",
         f"| Mean over validly graded tasks | {pct(s.valid_mean) if s.valid else 'n/a'} |",

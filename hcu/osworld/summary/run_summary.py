@@ -3,8 +3,8 @@
 Writes RUN_DIR/summary/summary.json, tasks.csv (one row per repeat of each task) and summary.md (and, with
 --compare and --rerun-discordant, configs that re-run just the tasks the two runs disagree on). Scoring rules
 are in rows.py, repeats and their statistics in repeats.py, intervals in stats.py, the figures of a set of tasks
-in groups.py, cost in cost.py, the do-nothing baseline in baseline.py; summary.json is the model in model.py,
-built here (`summarize_rows`).
+in groups.py, cost in cost.py, what attempts without a valid result spent and the rate-limit waits in waste.py, the
+do-nothing baseline in baseline.py; summary.json is the model in model.py, built here (`summarize_rows`).
 
 A task's score is the mean of its repeats; the run's score is the mean of the task scores over every config
 task (withheld, with bounds, while any repeat lacks a usable score). With one repeat per task every figure is
@@ -32,6 +32,7 @@ from hcu.osworld.summary.model import (
     Baseline,
     ClassCount,
     ClusterBootstrapInterval,
+    RateLimitWaits,
     ReadNothingTask,
     RetriedSpend,
     RunSummary,
@@ -50,6 +51,14 @@ from hcu.osworld.summary.report import render_markdown
 from hcu.osworld.summary.rows import AttemptRow, RetriedAttempt, load_rows
 from hcu.osworld.summary.run import Run
 from hcu.osworld.summary.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, cluster_bootstrap, mean_interval
+from hcu.osworld.summary.waste import (
+    TOKEN_FIELDS,
+    ValidResults,
+    rate_limit_waits,
+    token_log_of,
+    wasted_spend,
+    withheld_attempts,
+)
 from hcu.record_io import write_atomic, write_json
 
 CSV_COLUMNS = ("task_id", "repeat", "domain", "stratum", "status", "score", "evaluator_score", "withheld_reason",
@@ -58,7 +67,6 @@ CSV_COLUMNS = ("task_id", "repeat", "domain", "stratum", "status", "score", "eva
                "task_repeats_scored")
 BASELINE_COLUMNS = ("untouched", "untouched_score")
 """With a do-nothing baseline: how the task's untouched state scored (passes, fails, unknown) and the score."""
-TOKEN_FIELDS = ("input_tokens", "cached_input_tokens", "output_tokens", "reasoning_tokens")
 
 
 class SummaryError(HcuOSWorldError):
@@ -139,11 +147,14 @@ def is_repeated(tasks: list[TaskScores]) -> bool:
 
 
 def summarize_rows(config: RunConfig, tasks: list[TaskScores], retried: list[RetriedAttempt],
-                   cost: CostFigures, baseline: Baseline | None = None) -> RunSummary:
+                   cost: CostFigures, baseline: Baseline | None = None,
+                   waits: RateLimitWaits | None = None) -> RunSummary:
+    """summary.json from the rows; `waits`: the token log's rate-limit waits (`waste.rate_limit_waits`)."""
     rows = [row for task in tasks for row in task.rows]
     repeated = is_repeated(tasks)
     overall = group_stats(tasks, repeated)
     zeroed = [row for row in rows if row.termination in LIMIT_TERMINATIONS and row.valid]
+    spend, set_aside = _spend(rows, retried), _retried_spend(retried, cost.retried)
     return RunSummary(
         run_id=config.run_id, benchmark_version=config.benchmark_version, agent=config.agent,
         model=config.model, effort=config.effort, scripted_model=config.scripted_model,
@@ -161,12 +172,14 @@ def summarize_rows(config: RunConfig, tasks: list[TaskScores], retried: list[Ret
         attempts=sum(row.attempts for row in rows),
         retried_tasks=sum(1 for task in tasks if any(row.attempts > 1 for row in task.rows)),
         attempts_by_class=attempts_by_class(rows, retried),
-        **_spend(rows, retried), retried=_retried_spend(retried, cost.retried),
+        **spend, retried=set_aside,
         by_domain=grouped(tasks, "domain", repeated), by_stratum=grouped(tasks, "stratum", repeated),
         retry_policy=RETRIES.policy,
         **_repeat_figures(tasks, overall.ci95.of, cost),  # type: ignore[union-attr]
         cost_usd=cost.run, cost_per_valid_result_usd=cost.per_valid_result,
-        baseline=baseline,
+        wasted=wasted_spend(set_aside, withheld_attempts(rows), cost.wasted, cost.wasted_unknown, cost.run,
+                            spend["tokens"].total + set_aside.total, spend["model_calls"] + set_aside.model_calls),
+        rate_limit_waits=waits, baseline=baseline,
     )
 
 
@@ -209,7 +222,10 @@ def load_run(run_dir: Path, baseline_dir: Path | None = None) -> Run:
     cost = cost_figures(config, tasks, retried, sum(len(task.scores) for task in tasks))
     baseline = (baseline_figures(sweep[0].resolve(), sweep[1], tasks, config.benchmark_version, is_repeated(tasks))
                 if sweep is not None else None)
-    return Run(run_dir, config, rows, tasks, summarize_rows(config, tasks, retried, cost, baseline), cost.note)
+    results = ValidResults.of(str(config.run_id), (task.id for task in config.tasks), rows, (r.name for r in retried))
+    waits = rate_limit_waits(token_log_of(run_dir, config.token_log), results)
+    return Run(run_dir, config, rows, tasks, summarize_rows(config, tasks, retried, cost, baseline, waits),
+               cost.note)
 
 
 def write_csv(path: Path, run: Run) -> None:

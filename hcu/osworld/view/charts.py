@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from hcu.osworld.summary.model import GroupFigures, Interval, RunSummary, ScoreInterval
 from hcu.osworld.view.compare import Comparison
-from hcu.osworld.view.data import AttemptRow, RunData
+from hcu.osworld.view.data import AttemptRow, RunData, RunIndex
 from hcu.osworld.view.html import absent, esc, pct, score_band, usd
 from hcu.osworld.view.plots import (
     Category,
@@ -23,11 +23,13 @@ from hcu.osworld.view.plots import (
     interval_scatter,
     ranked_points,
 )
+from hcu.osworld.view.quota_chart import quota_charts
 from hcu.osworld.view.svg import Fill, count_step, time_step
 
 OUTCOMES = (Category("pass", Fill("#16803c")), Category("partial", Fill("#a15c00", "dots")),
             Category("fail", Fill("#b42318", "hatch")), Category("withheld", Fill("#5b6270", "hollow")))
 """How an attempt's bar is filled by its score: each outcome in a pattern of its own (not told by colour alone)."""
+QUOTA_TITLE = "Quota over the run's time"
 
 
 def _outcome(row: AttemptRow) -> str:
@@ -101,14 +103,15 @@ def calls_chart(rows: Sequence[AttemptRow]) -> str:
                      step_of=count_step, discrete=True)
 
 
-def run_charts(run: RunData, rows: Sequence[AttemptRow]) -> str:
+def run_charts(run: RunData, index: RunIndex) -> str:
     """The run page's charts section body."""
-    summary = run.summary()
+    summary, rows = run.summary(), index.rows
     domains = (boxed("Score and lower bound by domain", domain_chart(summary)) if summary is not None else
                boxed("Score and lower bound by domain",
                      absent("Needs summary/summary.json (run summarize): its intervals are summarize's.")))
     return (f'<div class="charts">{domains}{boxed("Attempt durations", duration_chart(rows))}'
-            f'{boxed("Model calls per attempt", calls_chart(rows))}</div>')
+            f'{boxed("Model calls per attempt", calls_chart(rows))}{boxed(QUOTA_TITLE, quota_charts(run, index))}'
+            "</div>")
 
 
 def paired_chart(this: RunData, other: RunData, comparison: Comparison) -> str:

@@ -23,7 +23,9 @@ from hcu.osworld.records.layout import RESULT_FILE
 from hcu.osworld.records.result import TaskResult
 from hcu.osworld.summary.model import RunSummary, SummaryUnreadable, parse_summary
 from hcu.osworld.summary.rows import counted_score, failure_class, score_problem
+from hcu.osworld.summary.waste import ValidResults, token_log_of
 from hcu.osworld.view.redact import Redactor
+from hcu.osworld.view.timeline import RunTimeline, Timeline, run_provider
 
 REPEAT_FOLDER = re.compile(r"^(?P<task>.+)\.r(?P<repeat>[0-9]+)$")
 """Repeat n >= 2 of a task lives in tasks/<task_id>.r<n>/ (repeat 1 in tasks/<task_id>/)."""
@@ -101,6 +103,11 @@ class AttemptRow:
     @property
     def valid(self) -> bool:
         return self.score is not None
+
+    @property
+    def ran(self) -> bool:
+        """It left a result (readable or not)."""
+        return self.status not in ("not started", "no result")
 
 
 @dataclass
@@ -180,6 +187,7 @@ class RunData:
         self._cache: dict[str, tuple[tuple[int, int], AttemptRow]] = {}
         self._summary: tuple[tuple[int, int], SummaryFile] | None = None
         """summary.json as last read, with the (mtime, size) it was read at: a page asks for it more than once."""
+        self._timeline: RunTimeline | None = None
 
     @property
     def run_id(self) -> str:
@@ -323,6 +331,15 @@ class RunData:
             if mtime is not None and (newest is None or mtime > newest):
                 newest = mtime
         return RunIndex(rows=rows, retries=retries, newest_result_mtime=newest, extra_folders=foreign)
+
+    def timeline(self, index: RunIndex) -> Timeline | None:
+        """The run over its time (queue events, token-log minutes), the attempts' validity as `index` has it."""
+        if self._timeline is None:
+            configured = self.config.get("token_log")
+            token_log = token_log_of(self.run_dir, Path(configured) if isinstance(configured, str) else None)
+            self._timeline = RunTimeline(self.run_dir, token_log, self.run_id, run_provider(self.config) or "")
+        names = (name for folders in index.retries.values() for name in folders)
+        return self._timeline.timeline(ValidResults.of(self.run_id, self._tasks, index.rows, names))
 
     def redacted_text(self, path: Path) -> str:
         return self.redactor.text(path.read_text(errors="replace"))

@@ -8,7 +8,14 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from hcu.osworld.summary.model import Baseline, Interval, RunSummary, unplaced_figures
+from hcu.osworld.summary.model import (
+    Baseline,
+    Interval,
+    RateLimitWaits,
+    RunSummary,
+    WastedSpend,
+    unplaced_figures,
+)
 from hcu.osworld.view.data import AttemptRow
 from hcu.osworld.view.html import MISSING, card, count, esc, kv, pct, seconds, usd
 
@@ -23,7 +30,7 @@ PLACED = frozenset({
     "read_nothing_tasks", "attempts", "retried_tasks", "attempts_by_class", "machine_sec",
     "machine_sec_per_valid_result", "attempts_without_duration", "model_calls", "tokens", "retried", "by_domain",
     "by_stratum", "retry_policy", "repeats", "repeat_policy", "per_task", "cost_usd", "cost_per_valid_result_usd",
-    "compare", "baseline", *(name for _, name in REPEAT_FIGURES)})
+    "wasted", "rate_limit_waits", "compare", "baseline", *(name for _, name in REPEAT_FIGURES)})
 """RunSummary fields the run page shows in places of their own, or leaves to the files."""
 
 
@@ -66,6 +73,7 @@ def summary_cards(s: RunSummary) -> str:
              f"accounted {count(tokens.accounted_tasks)}/{count(n)}"),
         card("Cost", usd(s.cost_usd) if costed else "not in summary",
              f"{usd(s.cost_per_valid_result_usd)} per valid result" if costed else ""),
+        wasted_card(s.wasted), waits_card(s.rate_limit_waits),
     ]
     if s.baseline is not None:
         cards.insert(1, baseline_card(s.baseline))
@@ -73,6 +81,39 @@ def summary_cards(s: RunSummary) -> str:
         cards.append(card("Repeats", f"k = {s.repeats}",
                           f"{esc(s.repeat_policy or 'mean')}; pass@k {figure(s.pass_at_k)}"))
     return f'<div class="cards">{"".join(cards)}</div>'
+
+
+def _of_run(share: float | None) -> str:
+    return "" if share is None else f" ({pct(share)})"
+
+
+def hours(value: float) -> str:
+    return f"{value / 3600:.2f} h"
+
+
+def wasted_card(w: WastedSpend | None) -> str:
+    """What attempts that gave no valid result spent, beside the cost (summary.json `wasted`)."""
+    label = "Spent without a valid result"
+    if w is None:
+        return card(label, "not in summary", "a summarize from before this figure")
+    why = "" if w.cost_usd is not None else f"cost {esc(w.cost_unknown or 'unknown')} · "
+    return card(label, usd(w.cost_usd) + _of_run(w.share_of_cost),
+                f"{why}{count(w.attempts)} attempts ({count(w.set_aside)} set aside and retried, {count(w.withheld)} "
+                f"withheld) · {count(w.total)} tokens{_of_run(w.share_of_tokens)} (accounted "
+                f"{count(w.accounted_attempts)}/{count(w.attempts)}) · {count(w.model_calls)} model calls"
+                f"{_of_run(w.share_of_model_calls)}")
+
+
+def waits_card(waits: RateLimitWaits | None) -> str:
+    """The hours requests waited on rate limits, and the part in attempts without a valid result."""
+    label = "Rate-limit waits"
+    if waits is None:
+        return card(label, "not in summary", "a summarize from before this figure")
+    if waits.wait_sec is None or waits.without_valid_result_sec is None:
+        return card(label, "unknown", esc(waits.unknown))
+    return card(label, hours(waits.wait_sec),
+                f"{hours(waits.without_valid_result_sec)} in attempts without a valid result · "
+                f"{count(waits.requests_waited)} of {count(waits.requests)} requests waited (token log)")
 
 
 def baseline_card(b: Baseline) -> str:

@@ -222,7 +222,7 @@ def render_index(run: RunData, links: Links, *, compare_with: str | None = None)
     extra = (absent(f"{len(index.extra_folders)} folders in tasks/ name no task of config.json: "
                     + ", ".join(index.extra_folders[:10])) if index.extra_folders and run.config else "")
     body = (_title_line(run, index) + compare + live_section(run, links) + _headline(run, index, links) + extra
-            + section("Charts", run_charts(run, index.rows), anchor="charts",
+            + section("Charts", run_charts(run, index), anchor="charts",
                       note="hover a mark for its figures")
             + section("Attempts", task_table(index.rows, links), anchor="attempts",
                       note="click a header to sort; filters stay in the address") + timeline_section(run)

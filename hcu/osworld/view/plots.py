@@ -283,12 +283,16 @@ class Series:
 
 def series_chart(chart_id: str, name: str, description: str, series: Sequence[Series], *, x_label: str,
                  y_label: str, y_fmt: Callable[[float], str] = lambda v: f"{v:g}",
-                 x_fmt: Callable[[float], str] = clock) -> str:
+                 x_fmt: Callable[[float], str] = clock, span: tuple[float, float] | None = None,
+                 tip_fmt: Callable[[float], str] | None = None) -> str:
     """Series over time on one value axis from 0; each series a mark (its range in the title), drawn in its own line
-    pattern, with a titled marker at each point when it has at most MARKED_POINTS."""
-    times = [t for s in series for t, _ in s.points] or [0.0]
+    pattern, with a titled marker at each point when it has at most MARKED_POINTS. `span` fixes the time axis (charts
+    drawn one above the other share it) and holds each step series' last value to its end; `tip_fmt` writes the
+    values in titles (y_fmt's axis labels may round)."""
+    tip = tip_fmt or y_fmt
+    times = [t for s in series for t, _ in s.points] + list(span or ()) or [0.0]
     values = [v for s in series for _, v in s.points] or [1.0]
-    frame = Frame(WIDTH, 260, left=56, top=30)
+    frame = Frame(WIDTH, 260, left=56, right=28, top=30)  # room for the last time label (1h30m)
     t_lo, t_hi, t_step = nice_domain(min(times), max(times), 6, time_step)
     x = Linear(t_lo, t_hi, frame.x0, frame.x1)
     _, v_hi, v_step = nice_domain(0.0, max(values) or 1.0, 4)
@@ -299,13 +303,13 @@ def series_chart(chart_id: str, name: str, description: str, series: Sequence[Se
     for i, s in enumerate(series):
         dash = DASHES[i % len(DASHES)]
         line = {"fill": "none", "stroke": s.colour, "stroke_width": 2, "stroke_dasharray": dash}
-        shapes = element("path", {"d": polyline_points(s.points, x, y, step=s.step), **line})
+        shapes = element("path", {"d": polyline_points(s.points, x, y, step=s.step, until=span and span[1]), **line})
         if len(s.points) <= MARKED_POINTS:
             shapes += "".join(element("circle", {"cx": x(t), "cy": y(v), "r": 2.5, "fill": s.colour},
-                                      title(f"{s.name} at {x_fmt(t)}: {y_fmt(v)}")) for t, v in s.points)
+                                      title(f"{s.name} at {x_fmt(t)}: {tip(v)}")) for t, v in s.points)
         seen = [v for _, v in s.points]
-        summary = (f"{s.name}: {len(seen)} points, from {y_fmt(min(seen))} to {y_fmt(max(seen))}, last "
-                   f"{y_fmt(seen[-1])}" if seen else f"{s.name}: no points")
+        summary = (f"{s.name}: {len(seen)} points, from {tip(min(seen))} to {tip(max(seen))}, last "
+                   f"{tip(seen[-1])}" if seen else f"{s.name}: no points")
         body.append(mark("series", summary, shapes, label=s.name, points=len(seen)))
         keys.append((element("line", {"x1": 0, "x2": 12, "y1": 6, "y2": 6, **line}), s.name))
     body.append(legend(chart_id, frame.x0, 16, keys))

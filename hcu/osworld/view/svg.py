@@ -235,9 +235,11 @@ def swatch(chart_id: str, fill: Fill) -> str:
     return element("rect", {"x": 0.5, "y": 0.5, "width": 11, "height": 11, **fill_attrs(chart_id, fill)})
 
 
-def polyline_points(points: Sequence[tuple[float, float]], x: Linear, y: Linear, *, step: bool = False) -> str:
+def polyline_points(points: Sequence[tuple[float, float]], x: Linear, y: Linear, *, step: bool = False,
+                    until: float | None = None) -> str:
     """The `d` of a path through the points; `step` holds each value until the next point (a count that changes
-    at events: running attempts, a limit), else straight segments between them (a rate)."""
+    at events: running attempts, a limit), and the last one to `until` when given, else straight segments between
+    them (a rate)."""
     if not points:
         return ""
     commands = [f"M{number(x(points[0][0]))} {number(y(points[0][1]))}"]
@@ -246,4 +248,6 @@ def polyline_points(points: Sequence[tuple[float, float]], x: Linear, y: Linear,
             commands.append(f"H{number(x(at))}V{number(y(value))}")
         else:
             commands.append(f"L{number(x(at))} {number(y(value))}")
+    if step and until is not None and until > points[-1][0]:
+        commands.append(f"H{number(x(until))}")
     return "".join(commands)
