@@ -11,6 +11,7 @@ import orjson
 import pytest
 
 from hcu.osworld.summary import model
+from hcu.osworld.summary import parts as summary_parts
 from hcu.osworld.summary.model import RunSummary, SummaryUnreadable, parse_summary
 from hcu.osworld.summary.report import LEFT_TO_JSON, PLACED, render_markdown
 from hcu.osworld.summary.run_summary import load_run, summarize
@@ -101,7 +102,8 @@ def test_keys_of_a_newer_summarize_are_returned_apart() -> None:
 
 
 def test_every_field_has_a_description() -> None:
-    parts = [cls for cls in vars(model).values() if inspect.isclass(cls) and issubclass(cls, model.SummaryPart)]
+    parts = [cls for module in (model, summary_parts) for cls in vars(module).values()
+             if inspect.isclass(cls) and issubclass(cls, summary_parts.SummaryPart)]
     undescribed = [f"{cls.__name__}.{name}" for cls in parts for name, info in cls.model_fields.items()
                    if not info.description]
     assert len(parts) > 10 and undescribed == []

@@ -53,7 +53,8 @@ from hcu.osworld.evidence.recording import RECORDING_NAME
 from hcu.osworld.evidence.redact import Redactor
 from hcu.osworld.records.layout import META_FILE, TRAJECTORY_FILE
 from hcu.osworld.records.result import PhaseTiming
-from hcu.osworld.summary.model import Baseline, SummaryUnreadable, parse_summary
+from hcu.osworld.summary.model import SummaryUnreadable, parse_summary
+from hcu.osworld.summary.parts import Baseline
 
 DATASET = "osworld"
 """The trials' `source`: the dataset Harbor groups rewards by."""

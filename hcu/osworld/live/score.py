@@ -7,7 +7,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from hcu.osworld.queue.snapshot import ScoreFigures
-from hcu.osworld.summary.model import Interval
+from hcu.osworld.summary.parts import Interval
 from hcu.osworld.summary.stats import cluster_bootstrap, mean_interval
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hcu.osworld.summary.model import Comparison, DiscordantTask
+from hcu.osworld.summary.parts import Comparison, DiscordantTask
 from hcu.osworld.summary.repeats import TaskScores, means_differ
 from hcu.osworld.summary.run import Run
 from hcu.osworld.summary.stats import paired_difference

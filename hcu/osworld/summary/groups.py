@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from hcu.osworld.summary.model import GroupFigures, ScoreInterval
+from hcu.osworld.summary.parts import GroupFigures, ScoreInterval
 from hcu.osworld.summary.repeats import TaskScores
 from hcu.osworld.summary.stats import cluster_bootstrap, mean_interval
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from hcu.osworld.queue.config import RunConfig
-from hcu.osworld.summary.model import TaskRepeats
+from hcu.osworld.summary.parts import TaskRepeats
 from hcu.osworld.summary.rows import AttemptRow
 
 

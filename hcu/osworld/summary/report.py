@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from hcu.osworld.summary.model import Baseline, Comparison, Interval, RunSummary, unplaced_figures
+from hcu.osworld.summary.model import RunSummary, unplaced_figures
+from hcu.osworld.summary.parts import Baseline, Comparison, Interval
 from hcu.osworld.summary.repeats import TaskScores
 
 LISTED = 30

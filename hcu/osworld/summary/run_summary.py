@@ -28,14 +28,14 @@ from hcu.osworld.summary.baseline import baseline_figures, untouched_of
 from hcu.osworld.summary.compare import compare
 from hcu.osworld.summary.cost import CostFigures, cost_figures
 from hcu.osworld.summary.groups import group_stats, grouped
-from hcu.osworld.summary.model import (
+from hcu.osworld.summary.model import RunSummary
+from hcu.osworld.summary.parts import (
     Baseline,
     ClassCount,
     ClusterBootstrapInterval,
     RateLimitWaits,
     ReadNothingTask,
     RetriedSpend,
-    RunSummary,
     TokenTotals,
     WithheldTask,
 )

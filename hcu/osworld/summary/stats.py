@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hcu.osworld.summary.model import Interval
+from hcu.osworld.summary.parts import Interval
 
 Z95 = 1.959963984540054
 BOOTSTRAP_RESAMPLES = 10_000

@@ -23,7 +23,7 @@ from typing import Protocol, TypeVar
 
 from hcu.osworld.records.cost import token_rows
 from hcu.osworld.records.identity import attempt_of_scope
-from hcu.osworld.summary.model import RateLimitWaits, RetriedSpend, WastedSpend
+from hcu.osworld.summary.parts import RateLimitWaits, RetriedSpend, WastedSpend
 from hcu.osworld.summary.rows import AttemptRow
 
 TOKEN_LOG = "gateway-tokens.jsonl"

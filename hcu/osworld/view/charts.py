@@ -7,7 +7,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from hcu.osworld.summary.model import GroupFigures, Interval, RunSummary, ScoreInterval
+from hcu.osworld.summary.model import RunSummary
+from hcu.osworld.summary.parts import GroupFigures, Interval, ScoreInterval
 from hcu.osworld.view.compare import Comparison
 from hcu.osworld.view.data import AttemptRow, RunData, RunIndex
 from hcu.osworld.view.html import absent, esc, pct, score_band, usd

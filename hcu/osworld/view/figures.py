@@ -8,14 +8,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from hcu.osworld.summary.model import (
-    Baseline,
-    Interval,
-    RateLimitWaits,
-    RunSummary,
-    WastedSpend,
-    unplaced_figures,
-)
+from hcu.osworld.summary.model import RunSummary, unplaced_figures
+from hcu.osworld.summary.parts import Baseline, Interval, RateLimitWaits, WastedSpend
 from hcu.osworld.view.data import AttemptRow
 from hcu.osworld.view.html import MISSING, card, count, esc, kv, pct, seconds, usd
 

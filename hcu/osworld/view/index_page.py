@@ -7,7 +7,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from hcu.osworld.summary.model import RunSummary, TaskRepeats
+from hcu.osworld.summary.model import RunSummary
+from hcu.osworld.summary.parts import TaskRepeats
 from hcu.osworld.view.charts import run_charts
 from hcu.osworld.view.data import AttemptRow, RunData, RunIndex, SummaryFile
 from hcu.osworld.view.figures import other_fields, repeat_figures, summary_cards, tally_cards
