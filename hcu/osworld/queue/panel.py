@@ -20,14 +20,15 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from hcu.osworld.errors import FailureClass, HcuOSWorldError, policy_for
-from hcu.osworld.queue.admission import AutoAdmission, ReportSource
-from hcu.osworld.queue.config import AUTO, RunConfig
+from hcu.osworld.queue.admission import ReportSource
+from hcu.osworld.queue.config import RunConfig
 from hcu.osworld.queue.control import QueueControl
 from hcu.osworld.queue.events import EventLog, QueueSink
 from hcu.osworld.queue.executor import Executor, Lost, QueueRefused
 from hcu.osworld.queue.executors import make_executor
 from hcu.osworld.queue.forecasting import finished_profile, live_forecast
 from hcu.osworld.queue.gate import LaunchGate
+from hcu.osworld.queue.launch_limit import LaunchLimit
 from hcu.osworld.queue.manifest import record_nodes, record_start
 from hcu.osworld.queue.order import LaunchQueue, expected_durations
 from hcu.osworld.queue.resume import config_difference, refuse_changed_config, run_lock
@@ -85,10 +86,6 @@ class PanelQueue:
         config = self.control.config  # with the values `ctl set` gave that still hold
         self.config, self.executor, self.poll_interval_sec = config, executor, poll_interval_sec
         self.clock = clock
-        self.reports = reports
-        self.admission = self._auto_admission(config) if config.max_active_tasks == AUTO else None
-        """Under "max_active_tasks": "auto" (queue/admission.py); it replaces the launch pause after a
-        rate-limited attempt (errors.py), which applies under a fixed max_active_tasks."""
         self.gate, self.held = gate, ""
         self.stopped = ""
         """Why launches stopped for good in this run of the queue (one line); empty while they go on."""
@@ -101,17 +98,15 @@ class PanelQueue:
         self.final: dict[str, str] = {}
         self.finishes: list[FinishFigure] = []
         self.tally = ScoreTally(len(self.units), clustered=any(config.repeats_of(task) > 1 for task in config.tasks))
-        self.limit_now, self.limit_reason = 0, "max_active_tasks"
-        """The admission limit as the last `limit` event announced it, and why."""
         self.started_at = clock.time()
         notes = read_retry_notes(self.run_dir)
         self.retries = [f"{name}: {note.failure_classification if note else 'no retry.json'}"
                         for name, note in notes.items()]
         self.last_launch = self.last_status = 0.0
+        lowered = sum(1 for n in notes.values() if n and policy_for(n.failure_classification).lowers_active_tasks)
+        self.limit = LaunchLimit(config, reports or (lambda: executor.gateway_reports()), lowered, self._event)
         self.pause_until = max((n.moved_at + n.pause_launches_sec for n in notes.values()
-                                if n and not self.admission), default=0.0)
-        self.lowered = sum(1 for n in notes.values() if n and policy_for(n.failure_classification).lowers_active_tasks)
-        """How many attempts fewer than max_active_tasks run at once (errors.py `lowers_active_tasks`)."""
+                                if n and not self.limit.auto), default=0.0)
         self.recorded_nodes: dict[str, str] = {}
         self.forecast = live_forecast(config)
 
@@ -129,17 +124,14 @@ class PanelQueue:
                         dropped=self.control.dropped)
         try:
             self._adopt()
-            if self.admission:  # what the last queue left is taken: a restart resumes its limit
-                self._begin_admission()
+            self.limit.begin(self._safe_concurrency, self.clock.time())
             while self._working():
                 commanded = self.control.poll(self._event, self.clock.time(), len(self.active))
                 if self.control.config is not self.config:
                     self._reconfigure()
                 self._reap()
-                if self.admission and (decision := self.admission.tick(self.clock.time(), self.active.values(),
-                                                                        self.executor.capacity())):
-                    self._event("limit", **decision.event)
-                self._announce_limit()
+                self.limit.tick(self.clock.time(), self.active.values(), self.executor.capacity(),
+                                self.control.set_keys())
                 self._launch_due()
                 self._record_nodes()
                 self._write_status(self.stopped or self.held, force=commanded)  # ctl status shows what it did
@@ -176,25 +168,13 @@ class PanelQueue:
         """Attempts run, or launches are to come (neither stopped for good nor drained)."""
         return bool(self.active or (self.pending and not self.stopped and not self.control.draining))
 
-    def _auto_admission(self, config: RunConfig) -> AutoAdmission:
-        return AutoAdmission(config, self.reports or self.executor.gateway_reports)
-
-    def _begin_admission(self) -> None:
-        assert self.admission is not None
-        to_go = len(self.pending) + len(self.active)
-        safe = self.forecast.forecast(to_go, self.config.active_ceiling).safe_concurrency
-        self._event("limit", **self.admission.begin(safe, self.clock.time()).event)
+    def _safe_concurrency(self, ceiling: int) -> int | None:
+        return self.forecast.forecast(len(self.pending) + len(self.active), ceiling).safe_concurrency
 
     def _reconfigure(self) -> None:
         """`ctl set` changed a setting: it holds from this poll on."""
-        auto_before, self.config = self.admission is not None, self.control.config
-        if self.config.max_active_tasks != AUTO:
-            self.admission = None  # a fixed number from now on: _announce_limit states it
-        elif not auto_before:
-            self.admission = self._auto_admission(self.config)
-            self._begin_admission()
-        elif decision := self.admission.reconfigure(self.config, self.clock.time()):
-            self._event("limit", **decision.event)
+        self.config = self.control.config
+        self.limit.reconfigure(self.config, self._safe_concurrency, self.clock.time())
         self.spend.limit = self.config.max_cost_usd
         if self.ceiling_hit and not self.spend.reached():  # a raised ceiling lets launches go on
             self.stopped, self.ceiling_hit = "", False
@@ -246,7 +226,7 @@ class PanelQueue:
     def _set_aside(self, view: TaskView, classification: FailureClass, reason: str) -> None:
         """Move an infrastructure-failed or interrupted attempt to retries/<key>-<n>/ and queue the repeat."""
         pause = policy_for(classification).pause_launches_sec
-        self.lowered += policy_for(classification).lowers_active_tasks
+        self.limit.lowered += policy_for(classification).lowers_active_tasks
         task_dir, name = self._result_dir(view.key), f"{view.key}-{view.attempt}"
         attempt_id = self._attempt_id(view.key, view.attempt)
         note = RetryNote(task_id=view.task_id, repeat=view.repeat, attempt=view.attempt,
@@ -260,11 +240,11 @@ class PanelQueue:
             os.rename(log, self.run_dir / "retries" / name / "runner.log")
         node = view.placement.node if view.placement else None
         self.executor.remove_leftovers(attempt_id, node)
-        if not self.admission:
+        if not self.limit.auto:
             self.pause_until = max(self.pause_until, note.moved_at + pause)
-        elif classification == "upstream_rate_limit":  # the admission's strong lower signal
-            self.admission.rate_limited(view.lease.started_at if view.lease else
-                                        view.placement.launched_at if view.placement else None)
+        elif classification == "upstream_rate_limit":
+            self.limit.rate_limited(view.lease.started_at if view.lease else
+                                    view.placement.launched_at if view.placement else None)
         self.retries.append(f"{name}: {classification}")
         self._event("set_aside", task_id=view.task_id, repeat=view.repeat, attempt=view.attempt,
                     classification=classification, node=node)
@@ -323,23 +303,9 @@ class PanelQueue:
         if not self.stopped:
             self.stopped = f"launches stopped: task {key}: {reason}"[:500].splitlines()[0]
 
-    def _limit(self) -> int:
-        return max(1, (self.admission.limit if self.admission else self.config.active_ceiling) - self.lowered)
-
-    def _limit_signal(self) -> str:
-        """Why the limit is what it is, in a few words."""
-        why = "max_active_tasks" + (" (ctl set)" if "max_active_tasks" in self.control.set_keys() else "")
-        return why + (f" {self.config.max_active_tasks} lowered by {self.lowered}: guests ran out of memory"
-                      if self.lowered else "")
-
-    def _announce_limit(self) -> None:
-        """A `limit` event whenever a fixed limit changes (at the start too); under auto its rule states them."""
-        if not self.admission and (limit := self._limit()) != self.limit_now:
-            self._event("limit", limit=limit, previous=self.limit_now or None, signal=self._limit_signal())
-
     def _slots(self) -> int:
         capacity = self.executor.capacity()
-        return self._limit() if capacity is None else min(capacity, self._limit())
+        return self.limit.value if capacity is None else min(capacity, self.limit.value)
 
     def _launch(self, key: str) -> None:
         task_id, repeat = split_repeat_key(key)
@@ -376,8 +342,8 @@ class PanelQueue:
         if not force and self.clock.time() - self.last_status < STATUS_INTERVAL_SEC:
             return
         self.last_status = now = self.clock.time()
-        if self.lowered:
-            note = f"{note} max_active_tasks lowered to {self._limit()}: guests ran out of memory.".strip()
+        if self.limit.lowered:
+            note = f"{note} max_active_tasks lowered to {self.limit.value}: guests ran out of memory.".strip()
         snapshot = self._snapshot(note, state or ("stopping" if self.stopped else "draining" if self.control.draining
                                                   else "paused" if self.control.paused else "running"), now)
         write_atomic(self.run_dir / "QUEUE_STATUS.md", render(snapshot, now).encode())
@@ -395,23 +361,23 @@ class PanelQueue:
             updated_at=now, state=state, note=note, planned=len(self.units),
             final=dict(Counter(self.final.values())), pending=len(self.pending), running=len(self.active),
             phases=dict(Counter(a.phase.split(":")[0] for a in active)), active=active,
-            set_aside=len(self.retries), retries=self.retries, recent=self.finishes, limit=self._limit(),
-            limit_reason=self.admission.describe(now) if self.admission else self.limit_reason,
+            set_aside=len(self.retries), retries=self.retries, recent=self.finishes, limit=self.limit.value,
+            limit_reason=self.limit.describe(now),
             slots=self.executor.capacity(), settings=self.control.settings(),
             set_by_ctl=self.control.set_keys(), paused=self.control.paused, draining=self.control.draining,
             held=self.stopped or self.held,
             rate_limits=self.spend.rate_limits(now, self.pause_until),
             spend_usd=self.spend.total.usd if self.config.prices else None, spend_line=self.spend.describe(),
             tokens=self.spend.tokens,
-            forecast=ForecastFigures.of(self.forecast.forecast(to_go, self._limit()),
-                                        self.forecast.lines(to_go, len(self.active), self._limit())),
+            forecast=ForecastFigures.of(self.forecast.forecast(to_go, self.limit.value),
+                                        self.forecast.lines(to_go, len(self.active), self.limit.value)),
             score=self.tally.figures())
 
     def _event(self, event: str, **fields: object) -> None:
         """One event per queue decision (launches, adoptions, exits, retries, limits, commands), offered to every
         sink: logs/queue.jsonl first, then whatever watches the run."""
         if event == "limit":
-            self.limit_now, self.limit_reason = int(fields["limit"]), str(fields.get("signal") or "")  # type: ignore[call-overload]
+            self.limit.noted(fields)
         record = {"at": self.clock.time(), "event": event, **fields}
         for sink in self.sinks:
             sink.event(record)
