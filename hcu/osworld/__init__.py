@@ -1,7 +1,7 @@
 """Running OSWorld tasks. The commands users call live here; everything else has a room named for what it is:
 
-- `run_task`, `run_queue`, `setup_canary`, `canary_sweep`, `summarize`, `cleanup`, `evaluator_check`, `export`:
-  the `python -m hcu.osworld.<command>` shells.
+- `run_task`, `run_queue`, `ctl`, `setup_canary`, `canary_sweep`, `summarize`, `cleanup`, `evaluator_check`,
+  `export`: the `python -m hcu.osworld.<command>` shells.
 - `settings.py` (the fields that are both run_task's flags and a run config's keys; every default is in
   `hcu/defaults.py` or, for one agent, in its adapter's declaration), `errors.py` (the one error-policy table:
   what is retried, scored or withheld).
@@ -17,8 +17,13 @@
   the OSWorld interpreter) over a versioned protocol (`protocol.py`, `process.py`), with the task definitions
   (`tasks.py`) and the asset cache.
 - `canary/`: the canary sweep over a task index and its reports (`sweep.json`, `sweep.md`).
-- `queue/`: the panel queue (scheduling, resume, retries, manifest) and its executors: `local` (this host's
-  Docker engine) or `ray` (each node its own guests, gateway and per-phase caps; results merged at the head).
+- `queue/`: the panel queue (scheduling, resume, retries, manifest, how many attempts run at once, `ctl`'s
+  commands) and its executors: `local` (this host's Docker engine) or `ray` (each node its own guests, gateway and
+  per-phase caps; results merged at the head).
+- `quota/`: the campaign's forecast from earlier runs (tokens, calls, time, cost), the `quota` a run names, and
+  the rule that admits attempts by it under `"max_active_tasks": "auto"`.
+- `live/`: what a running queue shows its operator: the terminal view, or one plain line per event.
+- `stand_ins/`: generated task files for offline checks (never part of a scored run).
 - `summary/`: scores, intervals and reports of a run.
 - `evidence/`: what an attempt keeps to explain its score (trajectory.json in ATIF, step screenshots, the screen
   recording) and the exports to OSWorld's own result layout and to a Harbor job (`harbor view`).
