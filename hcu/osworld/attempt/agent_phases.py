@@ -143,7 +143,7 @@ def collect(state: AgentAttempt) -> None:
         return
     try:
         trajectory = collect_evidence(
-            state.guest.api if state.guest else None, state.result_dir, agent=state.adapter.name,
+            state.guest.api if state.guest else None, state.result_dir, agent=state.adapter.cli.name,
             ctx=state.context, agent_version=state.meta.agent_version, token_log=s.token_log, prices=s.prices,
             ended=_ended(state), secrets=[state.credential.secret if state.credential else None],
             attempt_id=str(state.attempt))

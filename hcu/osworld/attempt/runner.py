@@ -73,11 +73,12 @@ class PhaseLog:
         if self._admit:
             self._admit(name)
         started = time.time()
-        self.current = name
         try:  # from the start: a signal that lands while progress is written still ends this phase
-            log.info("[%s] phase %s: start", self.attempt_id, name)
-            if self._on_change:
-                self._on_change(name)
+            with self._lock:  # alongside phases start on their own threads: progress names the phase started last
+                self.current = name
+                log.info("[%s] phase %s: start", self.attempt_id, name)
+                if self._on_change:
+                    self._on_change(name)
             if overrun is None:
                 yield
             else:
