@@ -7,7 +7,6 @@ the ceiling and the executor's slots, only ever holds launches, and resumes from
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
 from pathlib import Path
 
 import orjson
@@ -21,58 +20,34 @@ from hcu.osworld.queue.state import TaskView
 from hcu.osworld.queue.status import ActiveAttempt
 from hcu.osworld.quota.gateway_reading import GatewayReport
 from hcu.osworld.records.identity import AttemptId
-from hcu.osworld.records.result import TaskResult
-from hcu.record_io import write_json, write_record
-from tests.queue.test_launch_pacing import MovingClock
+from hcu.record_io import write_json
+from tests.queue.test_launch_pacing import MovingClock, TimedExecutor
 
 POLL_SEC = 10.0
 RATE_LIMITED = {"status": "error", "score": None, "failure_classification": "upstream_rate_limit"}
 
 
-class AgentExecutor:
+class AgentExecutor(TimedExecutor):
     """Attempts in their agent phase for `duration` seconds of the clock, then scored 1 (or `outcomes`')."""
-
-    name = "timed"
 
     def __init__(self, clock: MovingClock, duration: float, slots: int | None = None,
                  outcomes: dict[tuple[str, int], dict] | None = None) -> None:
-        self.clock, self.duration, self.slots, self.outcomes = clock, duration, slots, outcomes or {}
+        super().__init__(clock, outcomes, duration, slots)
         self.running: dict[str, tuple[ActiveAttempt, str]] = {}
         """key -> the attempt and its gateway scope."""
 
-    def capacity(self) -> int | None:
-        return self.slots
-
     def launch(self, task: TaskSpec, attempt: AttemptId, task_dir: Path) -> ActiveAttempt:
         write_json(task_dir / "progress.json", {"phase": "agent", "since": self.clock.now})
-        active = ActiveAttempt(task.id, attempt.attempt, 0, self.clock.now, False, task_dir, None, attempt.repeat)
+        active = super().launch(task, attempt, task_dir)
         self.running[active.key] = (active, attempt.gateway_scope)
         return active
 
     def adopt(self, view: TaskView) -> ActiveAttempt:
         raise AssertionError(f"an attempt without a lease is never adopted: {view.key}")
 
-    def stopped(self, active: Iterable[ActiveAttempt]) -> list[str]:
-        return [a.key for a in active if self.clock.now >= a.started_at + self.duration]
-
     def settle(self, active: ActiveAttempt) -> None:
         self.running.pop(active.key)
-        attempt = AttemptId(run_id="auto", task_id=active.task_id, attempt=active.attempt)
-        outcome = self.outcomes.get((active.task_id, active.attempt), {"status": "completed", "score": 1.0})
-        write_record(active.result_dir / "result.json", TaskResult(
-            task_id=active.task_id, attempt=active.attempt, run_id="auto", attempt_id=str(attempt), **outcome))
-
-    def nodes(self) -> dict:
-        return {}
-
-    def remove_leftovers(self, attempt: AttemptId, node: str | None) -> None:
-        pass
-
-    def sweep(self, live: set[AttemptId]) -> list[AttemptId]:
-        return []
-
-    def close(self, run_done: bool) -> None:
-        pass
+        super().settle(active)
 
 
 class ScriptedQuota:

@@ -40,17 +40,18 @@ class MovingClock(QueueClock):
 
 
 class TimedExecutor:
-    """Attempts that end ATTEMPT_SEC after their launch on the clock, with the outcome `outcomes` gives the
-    (task, attempt), else a score of 1."""
+    """Attempts that end `duration` seconds after their launch on the clock, with the outcome `outcomes` gives the
+    (task, attempt), else a score of 1; `slots` is its capacity (None: unbounded)."""
 
     name = "timed"
 
-    def __init__(self, clock: MovingClock, outcomes: dict[tuple[str, int], dict]) -> None:
-        self.clock, self.outcomes = clock, outcomes
+    def __init__(self, clock: MovingClock, outcomes: dict[tuple[str, int], dict] | None = None,
+                 duration: float = ATTEMPT_SEC, slots: int | None = None) -> None:
+        self.clock, self.outcomes, self.duration, self.slots = clock, outcomes or {}, duration, slots
         self.launched: list[tuple[float, str]] = []
 
     def capacity(self) -> int | None:
-        return None
+        return self.slots
 
     def launch(self, task: TaskSpec, attempt: AttemptId, task_dir: Path) -> ActiveAttempt:
         self.launched.append((self.clock.now, task.id))
@@ -60,13 +61,14 @@ class TimedExecutor:
         raise AssertionError(f"nothing should be left running: {view.key}")
 
     def stopped(self, active: Iterable[ActiveAttempt]) -> list[str]:
-        return [a.key for a in active if self.clock.now >= a.started_at + ATTEMPT_SEC]
+        return [a.key for a in active if self.clock.now >= a.started_at + self.duration]
 
     def settle(self, active: ActiveAttempt) -> None:
-        attempt = AttemptId(run_id="pacing", task_id=active.task_id, attempt=active.attempt)
+        run_id = active.result_dir.parent.parent.name
+        attempt = AttemptId(run_id=run_id, task_id=active.task_id, attempt=active.attempt)
         outcome = self.outcomes.get((active.task_id, active.attempt), {"status": "completed", "score": 1.0})
         write_record(active.result_dir / "result.json", TaskResult(
-            task_id=active.task_id, attempt=active.attempt, run_id="pacing", attempt_id=str(attempt), **outcome))
+            task_id=active.task_id, attempt=active.attempt, run_id=run_id, attempt_id=str(attempt), **outcome))
 
     def nodes(self) -> dict:
         return {}

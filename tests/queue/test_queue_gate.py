@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
-import time
 
 import pytest
-import requests
 
 from hcu.demo.stand_in import free_port
 from hcu.osworld.queue.gate import GatewayMismatch, gateway_gate
 from hcu.osworld.queue.panel import run_queue
+from tests.gateway.conftest import start_gateway_process, wait_healthy
 from tests.queue.conftest import STANDIN
 
 pytestmark = pytest.mark.docker  # the queue lists its run's containers when it adopts
@@ -33,27 +31,17 @@ def test_launches_wait_for_the_gateway(make_panel) -> None:
 @pytest.fixture
 def gateway_with_budget_7(tmp_path):
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "hcu.gateway.openai_proxy", "--host", "127.0.0.1",
-                             "--ports", str(port), "--upstreams", "127.0.0.1:9", "--upstream-kind", "openai",
-                             "--upstream-scheme", "http", "--upstream-token", "unused",
-                             "--out", str(tmp_path / "tokens.jsonl"), "--max-requests-per-task", "7"])
+    proc = start_gateway_process("openai_proxy", [
+        "--host", "127.0.0.1", "--ports", str(port), "--upstreams", "127.0.0.1:9", "--upstream-kind", "openai",
+        "--upstream-scheme", "http", "--upstream-token", "unused", "--out", str(tmp_path / "tokens.jsonl"),
+        "--max-requests-per-task", "7"])
+    url = f"http://127.0.0.1:{port}"
     try:
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.time() + 30
-        while gateway_gate_reachable(url) is False:
-            assert time.time() < deadline and proc.poll() is None, "the gateway did not start"
-            time.sleep(0.1)
+        wait_healthy(url, proc, timeout=30)
         yield url
     finally:
         proc.terminate()
         proc.wait(timeout=10)
-
-
-def gateway_gate_reachable(url: str) -> bool:
-    try:
-        return requests.get(f"{url}/healthz", timeout=1).ok
-    except requests.RequestException:
-        return False
 
 
 def test_a_gateway_with_another_budget_stops_the_queue_before_any_launch(make_panel, gateway_with_budget_7):
@@ -72,16 +60,12 @@ def test_an_unreachable_gateway_holds_launches(make_panel) -> None:
 
 def start_gateway(tmp_path, *extra: str) -> tuple[subprocess.Popen, str]:
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "hcu.gateway.openai_proxy", "--host", "127.0.0.1",
-                             "--ports", str(port), "--upstreams", "127.0.0.1:9", "--upstream-kind", "openai",
-                             "--upstream-scheme", "http", "--out", str(tmp_path / f"tokens-{port}.jsonl"),
-                             "--max-requests-per-task", "20", *extra],
-                            env={**os.environ, "OSW_OPENAI_UPSTREAM_TOKEN": "unused"}, stderr=subprocess.DEVNULL)
+    proc = start_gateway_process("openai_proxy", [
+        "--host", "127.0.0.1", "--ports", str(port), "--upstreams", "127.0.0.1:9", "--upstream-kind", "openai",
+        "--upstream-scheme", "http", "--out", str(tmp_path / f"tokens-{port}.jsonl"), "--max-requests-per-task", "20",
+        *extra], env={"OSW_OPENAI_UPSTREAM_TOKEN": "unused"})
     url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 30
-    while gateway_gate_reachable(url) is False:
-        assert time.time() < deadline and proc.poll() is None, "the gateway did not start"
-        time.sleep(0.1)
+    wait_healthy(url, proc, timeout=30)
     return proc, url
 
 

@@ -6,15 +6,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import orjson
 import pytest
-import requests
 
 from hcu.demo.stand_in import free_port
 from hcu.osworld.guest.host import HOST_PROC_ENV
+from tests.gateway.conftest import start_gateway_process, wait_healthy
 from tests.quota.pilot import PRICES, ROW_COST, build_pilot
 
 GIB_KB = 1 << 20
@@ -117,28 +116,17 @@ def test_bad_input_is_one_line_exit_2(tmp_path: Path, pilot: dict | None, keys: 
 def gateway_with_upstreams(tmp_path: Path):
     """The real gateway, serving three upstreams it never needs to reach (only /healthz is asked)."""
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "hcu.gateway.openai_proxy", "--host", "127.0.0.1", "--ports",
-                             str(port), "--upstreams", "r1.example@d1,r1.example@d2,r2.example:8443",
-                             "--upstream-kind", "azure", "--out", str(tmp_path / "gateway-tokens.jsonl"),
-                             "--max-requests-per-task", "100"],
-                            env={**os.environ, "OSW_OPENAI_UPSTREAM_TOKEN": "unused"}, stderr=subprocess.DEVNULL)
+    proc = start_gateway_process("openai_proxy", [
+        "--host", "127.0.0.1", "--ports", str(port), "--upstreams", "r1.example@d1,r1.example@d2,r2.example:8443",
+        "--upstream-kind", "azure", "--out", str(tmp_path / "gateway-tokens.jsonl"), "--max-requests-per-task", "100"],
+        env={"OSW_OPENAI_UPSTREAM_TOKEN": "unused"})
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.time() + 30
-        while not _answers(url):
-            assert time.time() < deadline and proc.poll() is None, "the gateway did not start"
-            time.sleep(0.1)
+        wait_healthy(url, proc, timeout=30)
         yield url
     finally:
         proc.terminate()
         proc.wait(timeout=10)
-
-
-def _answers(url: str) -> bool:
-    try:
-        return requests.get(f"{url}/healthz", timeout=1).ok
-    except requests.RequestException:
-        return False
 
 
 def test_quota_keys_are_matched_against_the_gateways_upstreams(tmp_path: Path, gateway_with_upstreams: str) -> None:
