@@ -8,7 +8,8 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -207,3 +208,20 @@ def wait_healthy(url: str, proc: subprocess.Popen, timeout: float = 15.0) -> dic
         except requests.ConnectionError:
             time.sleep(0.1)
     raise AssertionError(f"gateway at {url} not healthy after {timeout} s")
+
+
+@contextmanager
+def gateway_running(module: str, args: list[str], env: dict[str, str] | None = None) -> Iterator[str]:
+    """A real gateway process on a free loopback port (its --host/--port(s) added here), stopped at the end; yields
+    its URL once /healthz answers."""
+    port = free_port()
+    flag = "--ports" if module == "openai_proxy" else "--port"
+    proc = start_gateway_process(module, ["--host", "127.0.0.1", flag, str(port), *args], env)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(url, proc, timeout=30)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+

@@ -10,7 +10,7 @@ import pytest
 from hcu.demo.stand_in import free_port
 from hcu.osworld.queue.gate import GatewayMismatch, gateway_gate
 from hcu.osworld.queue.panel import run_queue
-from tests.gateway.conftest import start_gateway_process, wait_healthy
+from tests.gateway.conftest import gateway_running, start_gateway_process, wait_healthy
 from tests.queue.conftest import STANDIN
 
 pytestmark = pytest.mark.docker  # the queue lists its run's containers when it adopts
@@ -30,32 +30,11 @@ def test_launches_wait_for_the_gateway(make_panel) -> None:
 
 @pytest.fixture
 def gateway_with_budget_7(tmp_path):
-    port = free_port()
-    proc = start_gateway_process("openai_proxy", [
-        "--host", "127.0.0.1", "--ports", str(port), "--upstreams", "127.0.0.1:9", "--upstream-kind", "openai",
-        "--upstream-scheme", "http", "--upstream-token", "unused", "--out", str(tmp_path / "tokens.jsonl"),
-        "--max-requests-per-task", "7"])
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_healthy(url, proc, timeout=30)
+    with gateway_running("openai_proxy", [
+            "--upstreams", "127.0.0.1:9", "--upstream-kind", "openai", "--upstream-scheme", "http",
+            "--upstream-token", "unused", "--out", str(tmp_path / "tokens.jsonl"),
+            "--max-requests-per-task", "7"]) as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-
-
-def test_a_gateway_with_another_budget_stops_the_queue_before_any_launch(make_panel, gateway_with_budget_7):
-    panel = make_panel(TASKS, gateway=gateway_with_budget_7, max_model_calls=20)
-    with pytest.raises(GatewayMismatch, match="max_requests_per_task=7.*max_model_calls=20"):
-        run_queue(panel.config, runner=[sys.executable, str(STANDIN)], poll_interval_sec=0.05,
-                  gate=gateway_gate(panel.config))
-    assert "launch" not in [e["event"] for e in panel.queue_events()]
-
-
-def test_an_unreachable_gateway_holds_launches(make_panel) -> None:
-    panel = make_panel(TASKS)  # the panel's gateway is a closed loopback port
-    reason = gateway_gate(panel.config)()
-    assert reason is not None and reason.startswith("launches held:") and "127.0.0.1:9" in reason
 
 
 def start_gateway(tmp_path, *extra: str) -> tuple[subprocess.Popen, str]:

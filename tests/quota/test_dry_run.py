@@ -11,9 +11,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from hcu.demo.stand_in import free_port
 from hcu.osworld.guest.host import HOST_PROC_ENV
-from tests.gateway.conftest import start_gateway_process, wait_healthy
+from tests.gateway.conftest import gateway_running
 from tests.quota.pilot import PRICES, ROW_COST, build_pilot
 
 GIB_KB = 1 << 20
@@ -115,18 +114,11 @@ def test_bad_input_is_one_line_exit_2(tmp_path: Path, pilot: dict | None, keys: 
 @pytest.fixture
 def gateway_with_upstreams(tmp_path: Path):
     """The real gateway, serving three upstreams it never needs to reach (only /healthz is asked)."""
-    port = free_port()
-    proc = start_gateway_process("openai_proxy", [
-        "--host", "127.0.0.1", "--ports", str(port), "--upstreams", "r1.example@d1,r1.example@d2,r2.example:8443",
-        "--upstream-kind", "azure", "--out", str(tmp_path / "gateway-tokens.jsonl"), "--max-requests-per-task", "100"],
-        env={"OSW_OPENAI_UPSTREAM_TOKEN": "unused"})
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_healthy(url, proc, timeout=30)
+    with gateway_running("openai_proxy", [
+            "--upstreams", "r1.example@d1,r1.example@d2,r2.example:8443", "--upstream-kind", "azure",
+            "--out", str(tmp_path / "gateway-tokens.jsonl"), "--max-requests-per-task", "100"],
+            env={"OSW_OPENAI_UPSTREAM_TOKEN": "unused"}) as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 def test_quota_keys_are_matched_against_the_gateways_upstreams(tmp_path: Path, gateway_with_upstreams: str) -> None:
