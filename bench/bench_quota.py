@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import math
 import os
 import statistics
 import sys
@@ -38,100 +37,98 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the scenario's modules beside this one
 
-from bench.quota_profile import AttemptPlan, plan_tasks  # noqa: E402
-from bench.quota_scenario import AUTO, RunFigures, run_campaign  # noqa: E402
+from bench.quota_profile import plan_tasks  # noqa: E402
+from bench.quota_scenario import AUTO, Horizon, RunFigures, run_campaign  # noqa: E402
 from bench.quota_world import QuotaSpec  # noqa: E402
 
 FACTOR = 150.0
 """Simulated seconds per real second."""
 SEED = 20261202
-ATTEMPTS_PER_SERVED = 6
+TASKS = 600
+"""More attempts than any setting runs before the horizon: each campaign stands for a long one."""
+HORIZON = Horizon(start_sec=25 * 60, stop_sec=75 * 60)
 PILOT_ATTEMPTS, PILOT_AT_ONCE = 8, 2
-BASELINE_AT_ONCE = 8
+BASELINE_ATTEMPTS, BASELINE_AT_ONCE = 24, 8
 QUOTAS = (QuotaSpec("A", ({"d1": 450_000},), "http"),
           QuotaSpec("B", ({"d1": 150_000, "d2": 150_000},) * 3, "event"))
-
-
-def mean_charged(plans: dict[str, AttemptPlan]) -> float:
-    return statistics.fmean(plan.charged_tokens() for plan in plans.values())
 
 
 def error(forecast: float | None, measured: float) -> str:
     return "-" if forecast is None or not measured else f"{(forecast / measured - 1) * 100:+.0f}%"
 
 
-def row(quota: str, label: str, run: RunFigures, bound: float, unthrottled_sec: float) -> str:
-    forecast = run.forecast
+def row(quota: QuotaSpec, label: str, run: RunFigures, charged: float, unthrottled_sec: float) -> str:
     wall = tokens = cost = None
-    if forecast is not None:
-        wall, tokens, cost = (forecast.wall_time_sec.expected, forecast.tokens_total.expected,
-                              forecast.cost_usd.expected)
-    figures = [f"{run.valid_per_hour:6.1f} ({run.valid_per_hour / bound:4.2f}x)",
-               f"{run.held_per_valid_sec / 60:6.1f} ({run.held_per_valid_sec / unthrottled_sec:4.2f}x)",
-               f"{run.wait_share:6.1%}", f"{run.rate_limited:5d}", f"{error(wall, run.wall_sec):>6}",
-               f"{error(tokens, run.tokens):>6}", f"{error(cost, run.cost_usd):>6}"]
-    return f"{quota:<2}{label:<14}" + "  ".join(figures)
+    if (forecast := run.forecast) is not None:
+        per = 1 / forecast.attempts
+        wall, tokens, cost = (None if x is None else x * per for x in (
+            forecast.wall_time_sec.expected, forecast.tokens_total.expected, forecast.cost_usd.expected))
+    rate, held = run.valid_per_hour(charged), run.held_per_valid_sec(charged)
+    figures = [f"{rate:5.1f} ({run.quota_share(quota.tpm):4.2f}x)",
+               f"{held / 60:5.1f} ({held / unthrottled_sec:4.2f}x)",
+               f"{run.wait_share:6.1%}", f"{run.rate_limited:3d}", f"{run.held_sec / (run.end - run.start):5.1f}",
+               f"{error(wall, 3600 / rate if rate else 0.0):>6}", f"{error(tokens, run.tokens_per_valid(charged)):>6}",
+               f"{error(cost, run.cost_per_valid(charged)):>6}"]
+    return f"{quota.name:<2}{label:<16}" + "  ".join(figures)
 
 
 def limit_path(run: RunFigures) -> str:
-    changes = [run.limits[0], *(b for a, b in zip(run.limits, run.limits[1:], strict=False) if a != b)]
+    limits = [limit for _, limit in run.limits]
+    changes = [limits[0], *(b for a, b in zip(limits, limits[1:], strict=False) if a != b)]
     return " -> ".join(str(limit) for limit in changes)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--factor", type=float, default=FACTOR, help="simulated seconds per real second")
-    parser.add_argument("--per-served", type=int, default=ATTEMPTS_PER_SERVED,
-                        help="attempts per campaign, per attempt the quota serves at once")
     args = parser.parse_args()
     logging.getLogger("hcu.gateway").setLevel(logging.ERROR)  # its rate-limit waits are the point here
+    logging.getLogger("aiohttp.server").setLevel(logging.CRITICAL)  # calls cut by the horizon
     began, cpu = time.time(), time.process_time()
-    plans = plan_tasks("t", args.per_served * most_served(plan_tasks("t", 100, SEED)), SEED)
-    pilot_plans = plan_tasks("p", PILOT_ATTEMPTS, SEED + 1)
-    print(f"time compressed 1:{args.factor:g}; {quota_lines()}")
+    plans = plan_tasks("t", TASKS, SEED)
+    charged = statistics.fmean(plan.charged_tokens for plan in plans.values())
+    print(f"time compressed 1:{args.factor:g}; measured from {HORIZON.start_sec / 60:.0f} to "
+          f"{HORIZON.stop_sec / 60:.0f} simulated minutes of each campaign; {quota_lines()}")
     lines, notes = [], []
     with tempfile.TemporaryDirectory(prefix="hcu-bench-quota-") as tmp:
         root = Path(tmp)
-        baseline = run_campaign(root, "unthrottled", None, plans, BASELINE_AT_ONCE, args.factor)
-        held = {record.key: record.held_sec for record in baseline.attempts}
+        baseline = run_campaign(root, "unthrottled", None, dict(list(plans.items())[:BASELINE_ATTEMPTS]),
+                                BASELINE_AT_ONCE, args.factor)
+        per_call = (sum(a.held_sec - plans[a.key].unthrottled_sec for a in baseline.attempts)
+                    / sum(len(plans[a.key].calls) for a in baseline.attempts))
+        unthrottled = statistics.fmean(p.unthrottled_sec + per_call * len(p.calls) for p in plans.values())
+        notes.append(f"one attempt: {charged / 1e6:.2f}M tokens charged (prompt + reserved output), unthrottled "
+                     f"{unthrottled / 60:.1f} min held, of which {per_call:.1f} s per call is the gateway's and this "
+                     f"process's time at this compression (measured without a quota)")
         for quota in QUOTAS:
-            bound_all = quota.tpm * 60 / mean_charged(plans)
-            served = round(bound_all * statistics.fmean(held.values()) / 3600)
-            chosen = dict(list(plans.items())[:args.per_served * served])
-            bound = quota.tpm * 60 / mean_charged(chosen)
-            unthrottled = statistics.fmean(held[key] for key in chosen)
-            pilot = run_campaign(root, f"{quota.name}-pilot", quota, pilot_plans, PILOT_AT_ONCE, args.factor)
-            notes.append(f"quota {quota.name}: serves {served} at once; {len(chosen)} attempts, bound "
-                         f"{bound:.1f} valid/h ({mean_charged(chosen) / 1e6:.2f}M tokens charged per attempt), "
-                         f"unthrottled attempt {unthrottled / 60:.1f} min; pilot: {pilot.valid} valid of "
-                         f"{len(pilot.attempts)}, waits {pilot.wait_share:.1%}")
+            bound = quota.tpm * 60 / charged
+            served = round(bound * unthrottled / 3600)
+            pilot = run_campaign(root, f"{quota.name}-pilot", quota, plan_tasks("p", PILOT_ATTEMPTS, SEED + 1),
+                                 PILOT_AT_ONCE, args.factor)
+            notes.append(f"quota {quota.name}: bound {bound:.1f} valid/h, serves {served} at once; pilot "
+                         f"{PILOT_ATTEMPTS} attempts at {PILOT_AT_ONCE}: {pilot.valid_ended} valid, waits "
+                         f"{pilot.wait_share:.1%}")
             for setting, label in ((max(1, served // 2), "half"), (served, "at"), (2 * served, "twice"),
                                    (4 * served, "four times"), (AUTO, "auto")):
-                run = run_campaign(root, f"{quota.name}-{setting}", quota, chosen, setting, args.factor,
-                                   ceiling=4 * served, pilot=root / f"{quota.name}-pilot")
+                run = run_campaign(root, f"{quota.name}-{setting}", quota, plans, setting, args.factor,
+                                   ceiling=4 * served, pilot=root / f"{quota.name}-pilot", horizon=HORIZON)
                 name = f"{setting} ({label})" if setting != AUTO else f"auto (<= {4 * served})"
-                lines.append(row(quota.name, name, run, bound, unthrottled))
+                lines.append(row(quota, name, run, charged, unthrottled))
                 if setting == AUTO and run.forecast is not None:
-                    notes.append(f"quota {quota.name} auto: limits {limit_path(run)}; forecast safe concurrency "
-                                 f"{run.forecast.safe_concurrency} ({run.forecast.binding})")
+                    notes.append(f"quota {quota.name} auto: limits {limit_path(run)}, {run.mean_limit:.1f} on "
+                                 f"average; forecast safe concurrency {run.forecast.safe_concurrency_exact}")
                 notes += [f"quota {quota.name} {name}: {crash}" for crash in run.crashed[:3]]
-    print(f"{'':<16}{'valid/h (x bound)':<20}{'machine/valid':<17}{'waits':>6}  {'rl':>5}  "
+    print(f"{'':<18}{'valid/h (x bound)':<19}{'machine (x)':<14}{'waits':>6}  {'rl':>3}  {'held':>5}  "
           f"{'wall':>6}  {'tokens':>6}  {'cost':>6}")
     print("\n".join(lines))
-    print("(valid/h and the bound in simulated hours; machine/valid: guest-held minutes per valid result, x an "
-          "unthrottled attempt's;\n waits: share of guest-held time waiting on rate limits; rl: attempts ended "
-          "upstream_rate_limit; wall, tokens, cost: the forecast's error, (forecast - measured) / measured)")
+    print("(valid/h: valid results per simulated hour, x the quota's bound; machine: guest-held minutes per valid "
+          "result, x an unthrottled attempt's;\n waits: share of guest-held time waiting on rate limits; rl: "
+          "attempts ended upstream_rate_limit; held: attempts holding a guest, on average;\n wall, tokens, cost: "
+          "the forecast's error per attempt, (forecast - measured) / measured)")
     print("\n".join(notes))
     print(f"benchmark: {time.time() - began:.0f} s wall, {time.process_time() - cpu:.0f} s CPU; load average "
           f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     return 0
-
-
-def most_served(sample: dict[str, AttemptPlan]) -> int:
-    """An upper estimate of the most attempts a quota serves at once (the unthrottled campaign runs that many
-    campaigns' attempts): planned durations with a quarter more for the gateway's and the queue's time."""
-    duration = statistics.fmean(plan.unthrottled_sec for plan in sample.values()) * 1.25
-    return math.ceil(max(quota.tpm for quota in QUOTAS) * 60 / mean_charged(sample) * duration / 3600)
 
 
 def quota_lines() -> str:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cache
 
 from hcu.scripted.rate_limits import prompt_tokens
 from hcu.scripted.replies import Reply, ScriptedRequest, TextReply, Usage
@@ -67,10 +68,10 @@ class AttemptPlan:
         """The attempt with no wait on the model: its phases and every call's model and action time."""
         return self.boot_setup_sec + self.evaluate_sec + sum(c.model_sec + c.action_sec for c in self.calls)
 
-    def charged_tokens(self, image_tokens: int = SCREENSHOT_TOKENS) -> int:
+    @property
+    def charged_tokens(self) -> int:
         """What the quota charges the attempt at arrival: every call's prompt plus its reserved output."""
-        return sum(prompt_tokens(request_body(step, "x", self), image_tokens) + MAX_OUTPUT_TOKENS
-                   for step in range(len(self.calls)))
+        return sum(prompt_at(step) + MAX_OUTPUT_TOKENS for step in range(len(self.calls)))
 
 
 def _lognormal(rng: random.Random, median: float, sigma: float, bounds: tuple[float, float]) -> float:
@@ -96,7 +97,13 @@ _STEP_TEXT = FILLER * STEP_TEXT_TOKENS
 _SYSTEM_TEXT = FILLER * SYSTEM_TOKENS
 
 
-def request_body(step: int, cache_key: str, plan: AttemptPlan) -> dict:
+@cache
+def prompt_at(step: int) -> int:
+    """The prompt of call `step` as the quota counts it (a gateway scope of a typical length as its cache key)."""
+    return prompt_tokens(request_body(step, "campaign.t000.a1"), SCREENSHOT_TOKENS)
+
+
+def request_body(step: int, cache_key: str) -> dict:
     """The Responses request of call `step` (0-based): instructions, then every step so far with its screenshot."""
     history: list[dict] = []
     for earlier in range(step + 1):

@@ -168,6 +168,13 @@ class World:
         """The run config's `quota`: every deployment's limits, by the gateway's label for it."""
         return {label: limit.model_dump(exclude_none=True) for label, limit in self.limits.items()}
 
+    def waits(self, prefix: str) -> dict[str, float]:
+        """Every scope's rate-limit waits so far (the ones in progress up to now), read on the world's loop."""
+        async def read() -> dict[str, float]:
+            assert self.state is not None
+            return {scope: waits.wait_sec for scope, waits in self.state.budget.waits(prefix).items()}
+        return self.run(read())
+
     def waited(self, scope: str) -> float:
         """The scope's rate-limit waits at the gateway so far (simulated seconds)."""
         assert self.state is not None

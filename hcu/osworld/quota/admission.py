@@ -139,17 +139,21 @@ class Controller:
         if self.effective_at is None or stats.wait_share is None:
             return None
         share, since = stats.wait_share, at - self.effective_at
-        if (share > self.rule.lower_above and since >= self.rule.lower_hold_sec
+        crowded = stats.headroom is None or stats.headroom < self.rule.lower_headroom
+        if (share > self.rule.lower_above and crowded and since >= self.rule.lower_hold_sec
                 and stats.span_sec >= self.rule.lower_hold_sec / 2):
-            return self._lower(at, self.rule.lower_factor, "waits",
+            served = self.limit * (1 - share) / (1 - self.rule.raise_below)
+            room = "" if stats.headroom is None else f", {stats.headroom:.0%} of the upstreams' limits left"
+            return self._lower(at, max(self.rule.lower_factor, served / self.limit), "waits",
                                f"{share:.1%} of agent time waited on rate limits over {stats.span_sec:.0f} s "
-                               f"(above {self.rule.lower_above:.0%})", stats)
+                               f"(above {self.rule.lower_above:.0%}{room}): the quota served about "
+                               f"{served:.1f} attempts' demand", stats)
         enough = stats.span_sec >= min(self.rule.window_sec, since) / 2
         roomy = stats.headroom is None or stats.headroom >= self.rule.min_headroom
         if (share < self.rule.raise_below and since >= self.rule.raise_hold_sec and enough and roomy
                 and running >= self.limit and stats.busy(self.limit) >= self.rule.busy_share
                 and self.limit < min(self.ceiling, self.ceiling if slots is None else slots)):
-            room = "" if stats.headroom is None else f", {stats.headroom:.0%} of an upstream's limit left"
+            room = "" if stats.headroom is None else f", {stats.headroom:.0%} of the upstreams' limits left"
             new = min(self.ceiling, self.limit + max(1, math.floor(self.limit * self.rule.raise_fraction)))
             return self._change(at, new, "no_waits", f"{share:.1%} of agent time waited on rate limits over "
                                 f"{stats.span_sec:.0f} s with the limit reached{room}", stats)
@@ -159,7 +163,9 @@ class Controller:
         """The signal since the limit took effect, at most `window_sec` back (nothing while it has not)."""
         begin = at if self.effective_at is None else max(self.effective_at, at - self.rule.window_sec)
         spans = [span for span in self.spans if span.start >= begin]
-        headroom = next((span.headroom for span in reversed(spans) if span.headroom is not None), None)
+        roomy = [(span.end - span.start, span.headroom) for span in spans if span.headroom is not None]
+        length = sum(seconds for seconds, _ in roomy)
+        headroom = sum(seconds * share for seconds, share in roomy) / length if length > 0 else None
         return WindowStats(span_sec=sum(span.end - span.start for span in spans),
                            agent_sec=sum(span.agent_sec for span in spans),
                            wait_sec=sum(span.wait_sec for span in spans), headroom=headroom)
