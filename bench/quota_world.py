@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections import deque
 from collections.abc import Coroutine
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -143,6 +144,7 @@ class World:
                 limiter = RateLimiter(RateLimitSpec(deployments=limits, image_tokens=SCREENSHOT_TOKENS,
                                                     stream_refusal=self.quota.stream_refusal), clock=self.clock.now)
             state = ScriptedUpstream(ProfileModel(self.clock.asleep), limiter)
+            state.requests = deque(maxlen=0)  # type: ignore[assignment]  # no record: thousands of 50 kB bodies
             runner = web.AppRunner(build_upstream_app(state=state), access_log=None)
             await runner.setup()
             await web.TCPSite(runner, "127.0.0.1", 0).start()

@@ -161,6 +161,9 @@ class AdmissionDefaults(BaseModel):
     their limits)."""
     sample_sec: float = Field(default=5.0, gt=0)
     """The gateways are read at most this often."""
+    observe_sec: float = Field(default=60.0, gt=0)
+    """Without a quota in the config, how often the forecast reads the limits the upstreams state (whatever the
+    admission)."""
 
 
 ADMISSION = AdmissionDefaults()

@@ -139,6 +139,7 @@ class PanelQueue:
                 if self.admission and (decision := self.admission.tick(self.clock.time(), self.active.values(),
                                                                         self.executor.capacity())):
                     self._event("limit", **decision.event)
+                self.forecast.observe(self.clock.time(), self.reports or self.executor.gateway_reports)
                 self._announce_limit()
                 self._launch_due()
                 self._record_nodes()
