@@ -2,32 +2,43 @@
 fixed `max_active_tasks` at half, at, twice and four times what the quota serves, and with `"auto"`.
 
 In this process (quota_scenario.py): the real queue (`run_queue`, its admission fixed or "auto" with
-hcu.defaults.ADMISSION) and the real gateway, against scripted upstreams that enforce tokens and requests per
-minute per deployment as Azure does (the prompt plus the reserved output charged at arrival; quota A answers 429
-with retry-after, quota B a 200 stream that ends in a rate-limit error). The attempts are stand-ins that hold a
-simulated guest and make the model calls of a computer-use attempt through the gateway (quota_profile.py: tens of
-calls, a screenshot per step in a growing, mostly cached prompt, seconds of model time per call). Time is
-compressed 1:FACTOR for everything that waits, the admission's holds and windows included.
+hcu.defaults.ADMISSION) and the real gateway (Azure kind), against scripted upstreams that enforce tokens and
+requests per minute per deployment as Azure does (hcu/scripted/rate_limits.py: the prompt plus the reserved output
+charged at arrival, over a sliding minute; quota A answers 429 with retry-after, quota B a 200 stream that ends in
+a rate-limit error). The attempts are stand-ins that hold a simulated guest through boot and setup, an agent phase
+whose model calls go through the gateway, and an evaluation; their profile is quota_profile.py's (a median of 30
+calls, a screenshot per step in a prompt that carries the whole history, most of it cached, 10 s of model time
+per call at the median, 4,096 output tokens reserved per call). A call the gateway answers 429 (its waits reached
+`rate_limit_max_wait`) ends the turn; the session resumes after 60 s, at most twice, then the attempt ends
+`upstream_rate_limit` and the queue retries it, as run_task does. Time is compressed 1:FACTOR for everything that
+waits: the model, the guests, the gateway's waits, the limiter's minute, the queue's polls and the admission's
+holds and windows, which run with their defaults.
 
-Two quotas, 450k TPM in all on one deployment (A) and 900k TPM on three resources of two deployments each (B).
-What a quota serves, N: its bound in attempts per hour (quota TPM x 60 / tokens one attempt is charged, prompt
-plus reserved output) times an unthrottled attempt's duration (measured: the same attempts with no quota).
-Each setting runs the same campaign of ATTEMPTS_PER_SERVED x N attempts.
+Two quotas of the same attempts: A, 450k TPM on one deployment; B, 900k TPM on three resources of two deployments
+of 150k each (an attempt keeps its resource, as the gateway places it, and its late steps ask more than 150k a
+minute). The bound is the quota over the tokens one attempt is charged (prompt plus reserved output), in valid
+results per hour; what the quota serves at once is the bound times an unthrottled attempt's duration (measured:
+the same attempts without a quota). Each campaign has more attempts than it can run, is stopped at HORIZON's end
+and measured from its start (the first minutes, the admission's start, left out), as a long campaign's steady
+part: valid results per hour counts the quota tokens spent on attempts that ended (or may still end) valid, over
+one attempt's, so the figure is the share of the quota that went to valid results ("x bound").
 
-Figures per setting: valid results per hour (x the bound), guest-held seconds per valid result (x an unthrottled
-attempt's, failed attempts' time included), the share of guest-held time waiting on rate limits (the gateway's
-waits and the resume delays), attempts that ended `upstream_rate_limit`, and the campaign forecast's error (learned
-from a pilot of PILOT_ATTEMPTS attempts at PILOT_AT_ONCE on the same quota, for the same campaign and setting;
-(forecast - measured) / measured) for wall time, tokens and cost. Targets for auto: >= 0.9x the bound, <= 1.15x
-the unthrottled machine time, no `upstream_rate_limit`. Figures are printed, never asserted.
+Figures per setting: that rate (x the bound); guest-held minutes per valid result, failed attempts' time included
+(x an unthrottled attempt's); the share of guest-held time waiting on rate limits (the gateway's waits and the
+resume delays); attempts that ended `upstream_rate_limit`; attempts holding a guest on average; and the error of
+the campaign forecast (hcu/osworld/quota, learned from a pilot of PILOT_ATTEMPTS attempts at PILOT_AT_ONCE on the
+same quota, for a campaign at the same setting) in wall time, tokens and cost per attempt, against what the
+campaign measured. Targets for auto: >= 0.9x the bound, <= 1.15x the unthrottled machine time, no
+`upstream_rate_limit`. Figures are printed, never asserted.
 
-    python bench/bench_quota.py [--factor F] [--per-served K]
+    python bench/bench_quota.py [--factor F]
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import math
 import os
 import statistics
 import sys
@@ -40,6 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the scenario'
 from bench.quota_profile import plan_tasks  # noqa: E402
 from bench.quota_scenario import AUTO, Horizon, RunFigures, run_campaign  # noqa: E402
 from bench.quota_world import QuotaSpec  # noqa: E402
+from hcu.osworld.quota.stats import Range  # noqa: E402
 
 FACTOR = 150.0
 """Simulated seconds per real second."""
@@ -53,22 +65,27 @@ QUOTAS = (QuotaSpec("A", ({"d1": 450_000},), "http"),
           QuotaSpec("B", ({"d1": 150_000, "d2": 150_000},) * 3, "event"))
 
 
-def error(forecast: float | None, measured: float) -> str:
-    return "-" if forecast is None or not measured else f"{(forecast / measured - 1) * 100:+.0f}%"
+def error(forecast: Range | None, attempts: int, measured: float) -> str:
+    """(forecast - measured) / measured of one attempt's share of a total; `*` when the measured figure lies
+    outside the total's 90% prediction interval."""
+    if forecast is None or forecast.expected is None or not measured or math.isinf(measured):
+        return "-"
+    low, high = (None if x is None else x / attempts for x in (forecast.low, forecast.high))
+    outside = (low is not None and measured < low) or (high is not None and measured > high)
+    return f"{(forecast.expected / attempts / measured - 1) * 100:+.0f}%" + ("*" if outside else " ")
 
 
 def row(quota: QuotaSpec, label: str, run: RunFigures, charged: float, unthrottled_sec: float) -> str:
-    wall = tokens = cost = None
-    if (forecast := run.forecast) is not None:
-        per = 1 / forecast.attempts
-        wall, tokens, cost = (None if x is None else x * per for x in (
-            forecast.wall_time_sec.expected, forecast.tokens_total.expected, forecast.cost_usd.expected))
     rate, held = run.valid_per_hour(charged), run.held_per_valid_sec(charged)
+    forecast = run.forecast
+    errors = ["-"] * 3 if forecast is None else [
+        error(forecast.wall_time_sec, forecast.attempts, 3600 / rate if rate else 0.0),
+        error(forecast.tokens_total, forecast.attempts, run.tokens_per_valid(charged)),
+        error(forecast.cost_usd, forecast.attempts, run.cost_per_valid(charged))]
     figures = [f"{rate:5.1f} ({run.quota_share(quota.tpm):4.2f}x)",
                f"{held / 60:5.1f} ({held / unthrottled_sec:4.2f}x)",
                f"{run.wait_share:6.1%}", f"{run.rate_limited:3d}", f"{run.held_sec / (run.end - run.start):5.1f}",
-               f"{error(wall, 3600 / rate if rate else 0.0):>6}", f"{error(tokens, run.tokens_per_valid(charged)):>6}",
-               f"{error(cost, run.cost_per_valid(charged)):>6}"]
+               *(f"{text:>7}" for text in errors)]
     return f"{quota.name:<2}{label:<16}" + "  ".join(figures)
 
 
@@ -119,12 +136,12 @@ def main() -> int:
                                  f"average; forecast safe concurrency {run.forecast.safe_concurrency_exact}")
                 notes += [f"quota {quota.name} {name}: {crash}" for crash in run.crashed[:3]]
     print(f"{'':<18}{'valid/h (x bound)':<19}{'machine (x)':<14}{'waits':>6}  {'rl':>3}  {'held':>5}  "
-          f"{'wall':>6}  {'tokens':>6}  {'cost':>6}")
+          f"{'wall':>7}  {'tokens':>7}  {'cost':>7}")
     print("\n".join(lines))
     print("(valid/h: valid results per simulated hour, x the quota's bound; machine: guest-held minutes per valid "
           "result, x an unthrottled attempt's;\n waits: share of guest-held time waiting on rate limits; rl: "
           "attempts ended upstream_rate_limit; held: attempts holding a guest, on average;\n wall, tokens, cost: "
-          "the forecast's error per attempt, (forecast - measured) / measured)")
+          "the forecast's error per attempt, (forecast - measured) / measured, * outside its 90% interval)")
     print("\n".join(notes))
     print(f"benchmark: {time.time() - began:.0f} s wall, {time.process_time() - cpu:.0f} s CPU; load average "
           f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
