@@ -29,7 +29,9 @@ resume delays); attempts that ended `upstream_rate_limit`; attempts holding a gu
 the campaign forecast (hcu/osworld/quota, learned from a pilot of PILOT_ATTEMPTS attempts at PILOT_AT_ONCE on the
 same quota, for a campaign at the same setting) in wall time, tokens and cost per attempt, against what the
 campaign measured. Targets for auto: >= 0.9x the bound, <= 1.15x the unthrottled machine time, no
-`upstream_rate_limit`. Figures are printed, never asserted.
+`upstream_rate_limit`. Figures are printed, never asserted. On a shared machine runs differ by a few percent: this
+process's own time per call (printed; about a tenth of a step at 1:150) moves with the machine's load, and the
+admission's course with it.
 
     python bench/bench_quota.py [--factor F]
 """
