@@ -2,18 +2,24 @@
 asks of the model, drawn once per task from a seeded generator so that every setting runs the same attempts.
 
 Where the figures come from:
-- calls per attempt: "tens to hundreds of model calls" per OSWorld attempt; the reference campaign of the quota
-  notes averaged about 85 (27,662 gateway calls over 324 attempts). Here lognormal, median CALLS_MEDIAN, clipped to
+- calls per attempt: an OSWorld attempt is tens to hundreds of model calls, each with one or more screenshots and
+  the growing history; Simular's published OSWorld 2.1 reference campaign made 27,662 gateway calls over 324
+  attempts (about 85 each) for $2,417.63 (about $7.50 each). Here lognormal, median CALLS_MEDIAN, clipped to
   CALLS_RANGE: the shorter end, so that a setting's campaign fits the benchmark's few minutes.
 - the prompt: each call carries the task's instructions and tool schemas (SYSTEM_TOKENS) and the whole history,
-  one screenshot (SCREENSHOT_TOKENS: a 1280x720 screenshot in high detail is 6 tiles of 170 tokens + 85) and a
-  few lines of text (STEP_TEXT_TOKENS) per step, "mostly cached after the first calls": the upstream caches each
-  conversation's prefix, so every call but the first reads the previous call's prompt from the cache.
+  one screenshot (SCREENSHOT_TOKENS: OpenAI counts a 1280x720 screenshot in high detail as 6 tiles of 170 tokens
+  plus 85) and a few lines of text (STEP_TEXT_TOKENS) per step, most of it cached after the first calls: the
+  upstream caches each conversation's prefix, so every call but the first reads the previous call's prompt from the
+  cache (OpenAI's and Azure's prompt cache, in blocks of 128 tokens from 1,024 on). OpenAI and Azure count the
+  whole prompt, cached or not, against a tokens-per-minute limit.
 - the output: reasoning plus one action, lognormal around OUTPUT_MEDIAN; each call reserves MAX_OUTPUT_TOKENS,
-  which Azure charges at arrival with the prompt.
-- time: MODEL_SEC_MEDIAN seconds of model time per call ("seconds of model time per call"), ACTION_SEC for the
-  action and the next screenshot in the guest, boot and setup before the agent, evaluation after it (the phase
-  lengths of bench_campaign.py's fleet).
+  which Azure charges at arrival with the prompt (its quota documentation).
+- time: MODEL_SEC_MEDIAN seconds of model time per call, ACTION_SEC for the action and the next screenshot in the
+  guest, boot and setup before the agent, evaluation after it (the phase lengths of bench_campaign.py's fleet).
+The result: about 1.07M tokens charged and 10 minutes per attempt, a few hundred thousand tokens a minute in an
+attempt's late steps, more than one deployment of 150k TPM gives (a computer-use attempt of a reasoning model can
+outrun a small deployment alone); about $0.36 per attempt at PRICES, a twentieth of the reference campaign's,
+whose attempts were longer.
 """
 
 from __future__ import annotations
