@@ -1,22 +1,27 @@
 """Admission that follows the quota: how many attempts may run at once under `"max_active_tasks": "auto"`.
 
-An additive-increase / multiplicative-decrease rule over a measured signal, the share of the running attempts'
-agent-phase time spent waiting on rate limits in a recent window (the gateways' cumulative waits per scope,
-differenced between readings; a wait in progress counts up to the reading). With `rule` the parameters
-(`hcu.defaults.ADMISSION`):
+An additive increase and a decrease to what the signal says the quota served, over a measured signal: the share of
+the running attempts' agent-phase time spent waiting on rate limits in a recent window (the gateways' cumulative
+waits per scope, differenced between readings; a wait in progress counts up to the reading), and the upstreams'
+headroom (at each reading the largest share of its limits an upstream had left, averaged over the window). With
+`rule` the parameters (`hcu.defaults.ADMISSION`):
 
 - **lower on a rate-limited attempt**: an attempt that ended `upstream_rate_limit` (its turn still ended on a rate
   limit after the runner's resumes), launched after the last lowering, multiplies the limit by
   `rate_limited_factor`;
 - **lower on waits**: more than `lower_above` of the agent time waited, over at least `lower_hold_sec` since the
   limit took effect (after a lowering, once no more attempts run than it allows: the attempts already running
-  finish first, and their waits do not lower it again) multiplies it by `lower_factor`;
+  finish first, and their waits do not lower it again), while the upstreams' headroom averaged below
+  `lower_headroom` (or is unknown), lowers it to what the quota served: n attempts that waited a share w got about
+  n (1 - w) attempts' demand served, over 1 - `raise_below` (the waits a raise accepts), at most down to
+  `lower_factor` of it. Waits while an upstream still has room are single attempts outrunning their own
+  deployment (an attempt keeps its resource), which fewer attempts would not shorten;
 - **raise**: less than `raise_below` waited over the window, at least `raise_hold_sec` since the last change, the
   limit actually reached (as many attempts running as it allows, those in their agent phase averaging at least
   `busy_share` of it over the window, and fewer than the executor's slots: no growth while memory, node slots or
-  an empty queue keep the count below it) and, where the gateways saw an upstream's limit headers, at least
-  `min_headroom` of a limit left on one of the upstreams (new attempts go to the one with the most) adds
-  `raise_fraction` of the limit, at least one.
+  an empty queue keep the count below it) and, where the gateways saw the upstreams' limit headers, a headroom of
+  at least `min_headroom` (new attempts go to the upstream with the most) adds `raise_fraction` of the limit, at
+  least one.
 
 Never below 1, never above the ceiling; a lowering always removes at least one. The measurement never reaches back
 before the limit took effect, so each decision reads the limit it judges. Nothing here stops an attempt: the queue only
