@@ -135,6 +135,9 @@ class SimulatedFleet:
     def nodes(self) -> dict[str, NodeInfo]:
         return {node.info.name: node.info for node in self.fleet}
 
+    def gateway_reports(self) -> None:
+        return None  # no gateway: nothing observed
+
     def remove_leftovers(self, attempt: AttemptId, node: str | None) -> None:
         return None
 

@@ -157,27 +157,38 @@ class AdmissionDefaults(BaseModel):
     """Where the limit starts without a forecast's safe concurrency (clamped to the ceiling)."""
     window_sec: float = Field(default=300.0, gt=0)
     """The recent window the shares are measured over (never reaching back before the last change)."""
-    raise_below: float = Field(default=0.02, ge=0)
-    """Raise only while less than this share of the attempts' time went to rate-limit waits."""
-    lower_above: float = Field(default=0.10, gt=0)
-    """Lower when more than this share of the attempts' time went to rate-limit waits."""
+    raise_below: float = Field(default=0.05, ge=0)
+    """Raise only while less than this share of the attempts' time went to rate-limit waits; a lowering aims at it."""
+    lower_above: float = Field(default=0.15, gt=0)
+    """Lower when more than this share of the attempts' time went to rate-limit waits (about 12% of a guest's
+    time, with the agent phase 80% of an attempt: machine time per result within 1.15x of an unthrottled one)."""
     raise_hold_sec: float = Field(default=300.0, ge=0)
     """No raise sooner than this after the last change: a new attempt's load takes minutes to show."""
-    lower_hold_sec: float = Field(default=120.0, ge=0)
-    """No lowering on waits sooner than this after the last change."""
+    lower_hold_sec: float = Field(default=300.0, ge=0)
+    """No lowering on waits sooner than this after the limit took effect: an attempt's demand grows over its
+    minutes (its prompt carries every step), so a shorter window reads the few attempts in their late steps."""
     raise_fraction: float = Field(default=0.1, ge=0)
     """A raise adds this fraction of the limit, at least one attempt."""
-    lower_factor: float = Field(default=0.7, gt=0, lt=1)
-    """Waits above `lower_above` multiply the limit by this (at least one fewer)."""
+    lower_factor: float = Field(default=0.5, gt=0, lt=1)
+    """The deepest one lowering on waits goes: to the attempts the quota served over the window, at most to this
+    fraction of the limit (at least one fewer)."""
+    lower_headroom: float = Field(default=0.25, ge=0)
+    """Lower on waits only while the upstreams' headroom averaged below this over the window (or is unknown):
+    waits while an upstream still has room come from single attempts outrunning their own deployment, which fewer
+    attempts do not shorten."""
     rate_limited_factor: float = Field(default=0.5, gt=0, lt=1)
     """An attempt that ended `upstream_rate_limit` multiplies the limit by this (at least one fewer)."""
     busy_share: float = Field(default=0.75, gt=0)
     """Raise only when the attempts in their agent phase averaged at least this share of the limit over the window
     (the limit is actually reached, not held below by memory, node slots, or nothing left to launch)."""
     min_headroom: float = Field(default=0.1, ge=0)
-    """Raise only when an upstream's answers left at least this share of its limit (where the gateways saw one)."""
+    """Raise only when the upstreams' headroom averaged at least this over the window (where the gateways saw
+    their limits)."""
     sample_sec: float = Field(default=5.0, gt=0)
     """The gateways are read at most this often."""
+    observe_sec: float = Field(default=60.0, gt=0)
+    """Without a quota in the config, how often the forecast reads the limits the upstreams state (whatever the
+    admission)."""
 
 
 ADMISSION = AdmissionDefaults()

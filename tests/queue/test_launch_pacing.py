@@ -73,6 +73,9 @@ class TimedExecutor:
     def nodes(self) -> dict:
         return {}
 
+    def gateway_reports(self) -> None:
+        pass  # no gateway: nothing observed
+
     def remove_leftovers(self, attempt: AttemptId, node: str | None) -> None:
         pass
 

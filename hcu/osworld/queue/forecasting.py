@@ -3,14 +3,21 @@ learns from (`forecast_from`), the quota and the gateway's upstreams it is match
 memory; and the forecast QUEUE_STATUS.md keeps up to date from the run's own attempts.
 
 The gateway's upstream labels come from `ray.node_gateway.upstream_args` (each node starts the gateway with
-them), or else, when the config has a quota, from the run's gateway's `/healthz` (which shows them to this host):
-a quota key no upstream matches is refused there, before anything starts. A gateway that does not answer leaves
-them unknown; the dry run says so.
+them), or else from the run's gateway's `/healthz` (which shows them to this host): a quota key no upstream matches
+is refused there, before anything starts. A gateway that does not answer leaves them unknown; the dry run says so.
+
+Without a `quota` in the config, the quota is what the upstreams state of themselves (quota/observed.py): the
+limits in their answers as the run's gateway reports them, asked at the start and then every
+`ADMISSION.observe_sec` while the run goes (the Ray nodes' gateways are read through the executor). The forecast
+says where its quota came from.
 """
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
+
+from pydantic import ValidationError
 
 from hcu.osworld.agents import agent_cli
 from hcu.osworld.attempt.gateway_health import gateway_health
@@ -19,9 +26,11 @@ from hcu.osworld.guest.kinds import kind_for
 from hcu.osworld.queue.config import RunConfig
 from hcu.osworld.queue.state import TaskView
 from hcu.osworld.quota.forecast import Campaign, Forecast, make_forecast
+from hcu.osworld.quota.gateway_reading import GatewayReport
 from hcu.osworld.quota.host_memory import memory_fit
 from hcu.osworld.quota.limits import unmatched_key, upstreams_in_args
 from hcu.osworld.quota.live import LiveForecast
+from hcu.osworld.quota.observed import NOT_STATED, ObservedQuota, observed_quota, with_observed
 from hcu.osworld.quota.profile import AttemptProfile, Sample, attempt_profile, read_pilots
 from hcu.osworld.records.identity import AttemptId
 
@@ -31,23 +40,36 @@ class Upstreams:
     labels: list[str] | None
     source: str
     """Where they came from, or why they are unknown."""
+    observed: ObservedQuota | None = None
+    """What their answers stated of their limits (None: nothing, or not asked: the config has a quota)."""
+    unobserved: str = NOT_STATED
+    """Why nothing was observed."""
 
 
 def known_upstreams(config: RunConfig) -> Upstreams:
-    """The run's gateway upstream labels, where the queue can know them."""
+    """The run's gateway upstream labels, where the queue can know them, and (without a quota in the config) the
+    limits they stated."""
     if config.ray is not None and config.ray.node_gateway is not None:
         labels = upstreams_in_args(config.ray.node_gateway.upstream_args)
         return Upstreams(labels, "from ray.node_gateway.upstream_args" if labels else
-                         "ray.node_gateway.upstream_args has no --upstreams")
-    if not config.quota or config.gateway is None:
-        return Upstreams(None, "not asked: the config has no quota")
+                         "ray.node_gateway.upstream_args has no --upstreams",
+                         unobserved="the nodes' gateways are read once the run goes")
+    if config.gateway is None:
+        return Upstreams(None, "no gateway in the config", unobserved="no gateway in the config")
     try:
-        labels = gateway_health(config.gateway).model_dump().get("upstreams")
+        health = gateway_health(config.gateway).model_dump()
     except GatewayError:
-        return Upstreams(None, f"the gateway at {config.gateway} did not answer /healthz")
+        said = f"the gateway at {config.gateway} did not answer /healthz"
+        return Upstreams(None, said, unobserved=said)
+    labels = health.get("upstreams")
     if not isinstance(labels, list):
-        return Upstreams(None, f"{config.gateway}/healthz does not list them to this host")
-    return Upstreams([str(label) for label in labels], f"from {config.gateway}/healthz")
+        said = f"{config.gateway}/healthz does not list them to this host"
+        return Upstreams(None, said, unobserved=said)
+    observed = None
+    if not config.quota:
+        with contextlib.suppress(ValidationError):  # a report this queue cannot read: nothing observed
+            observed = observed_quota([GatewayReport.model_validate(health)], config.gateway)
+    return Upstreams([str(label) for label in labels], f"from {config.gateway}/healthz", observed)
 
 
 def quota_mismatch(config: RunConfig, upstreams: Upstreams) -> str | None:
@@ -58,11 +80,12 @@ def quota_mismatch(config: RunConfig, upstreams: Upstreams) -> str | None:
 def campaign(config: RunConfig, attempts: int, upstreams: Upstreams, done: int | None = None) -> Campaign:
     kind = kind_for(config)
     need = max(kind.memory_need(task.ram_size or config.ram_size)[0] for task in config.tasks)
-    return Campaign(attempts=attempts, max_active_tasks=config.active_ceiling,
+    base = Campaign(attempts=attempts, max_active_tasks=config.active_ceiling,
                     provider=agent_cli(config.agent).provider.name, model=str(config.model), quota=config.quota,
                     upstreams=upstreams.labels, upstreams_from=upstreams.source, memory=memory_fit(need),
                     memory_binds=config.executor == "local", priced=str(config.model) in (config.prices or {}),
                     attempts_done=done)
+    return base if config.quota else with_observed(base, upstreams.observed, upstreams.unobserved)
 
 
 def pilots(config: RunConfig) -> Sample:
@@ -82,7 +105,10 @@ def plan_forecast(config: RunConfig, attempts: int, done: int, upstreams: Upstre
 
 
 def live_forecast(config: RunConfig) -> LiveForecast:
-    return LiveForecast(pilots(config), campaign(config, 0, known_upstreams(config)))
+    """The forecast QUEUE_STATUS.md shows; without a quota in the config it goes on reading what the upstreams
+    state of their limits."""
+    by = str(config.gateway) if config.executor == "local" else "the Ray nodes' gateways"
+    return LiveForecast(pilots(config), campaign(config, 0, known_upstreams(config)), None if config.quota else by)
 
 
 def finished_profile(config: RunConfig, view: TaskView, domain: str | None) -> AttemptProfile | None:

@@ -104,7 +104,8 @@ class PanelQueue:
                         for name, note in notes.items()]
         self.last_launch = self.last_status = 0.0
         lowered = sum(1 for n in notes.values() if n and policy_for(n.failure_classification).lowers_active_tasks)
-        self.limit = LaunchLimit(config, reports or (lambda: executor.gateway_reports()), lowered, self._event)
+        self.reports = reports or (lambda: executor.gateway_reports())
+        self.limit = LaunchLimit(config, self.reports, lowered, self._event)
         self.pause_until = max((n.moved_at + n.pause_launches_sec for n in notes.values()
                                 if n and not self.limit.auto), default=0.0)
         self.recorded_nodes: dict[str, str] = {}
@@ -132,6 +133,7 @@ class PanelQueue:
                 self._reap()
                 self.limit.tick(self.clock.time(), self.active.values(), self.executor.capacity(),
                                 self.control.set_keys())
+                self.forecast.observe(self.clock.time(), self.reports)
                 self._launch_due()
                 self._record_nodes()
                 self._write_status(self.stopped or self.held, force=commanded)  # ctl status shows what it did

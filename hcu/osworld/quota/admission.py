@@ -1,22 +1,27 @@
 """Admission that follows the quota: how many attempts may run at once under `"max_active_tasks": "auto"`.
 
-An additive-increase / multiplicative-decrease rule over a measured signal, the share of the running attempts'
-agent-phase time spent waiting on rate limits in a recent window (the gateways' cumulative waits per scope,
-differenced between readings; a wait in progress counts up to the reading). With `rule` the parameters
-(`hcu.defaults.ADMISSION`):
+An additive increase and a decrease to what the signal says the quota served, over a measured signal: the share of
+the running attempts' agent-phase time spent waiting on rate limits in a recent window (the gateways' cumulative
+waits per scope, differenced between readings; a wait in progress counts up to the reading), and the upstreams'
+headroom (at each reading the largest share of its limits an upstream had left, averaged over the window). With
+`rule` the parameters (`hcu.defaults.ADMISSION`):
 
 - **lower on a rate-limited attempt**: an attempt that ended `upstream_rate_limit` (its turn still ended on a rate
   limit after the runner's resumes), launched after the last lowering, multiplies the limit by
   `rate_limited_factor`;
 - **lower on waits**: more than `lower_above` of the agent time waited, over at least `lower_hold_sec` since the
   limit took effect (after a lowering, once no more attempts run than it allows: the attempts already running
-  finish first, and their waits do not lower it again) multiplies it by `lower_factor`;
+  finish first, and their waits do not lower it again), while the upstreams' headroom averaged below
+  `lower_headroom` (or is unknown), lowers it to what the quota served: n attempts that waited a share w got about
+  n (1 - w) attempts' demand served, over 1 - `raise_below` (the waits a raise accepts), at most down to
+  `lower_factor` of it. Waits while an upstream still has room are single attempts outrunning their own
+  deployment (an attempt keeps its resource), which fewer attempts would not shorten;
 - **raise**: less than `raise_below` waited over the window, at least `raise_hold_sec` since the last change, the
   limit actually reached (as many attempts running as it allows, those in their agent phase averaging at least
   `busy_share` of it over the window, and fewer than the executor's slots: no growth while memory, node slots or
-  an empty queue keep the count below it) and, where the gateways saw an upstream's limit headers, at least
-  `min_headroom` of a limit left on one of the upstreams (new attempts go to the one with the most) adds
-  `raise_fraction` of the limit, at least one.
+  an empty queue keep the count below it) and, where the gateways saw the upstreams' limit headers, a headroom of
+  at least `min_headroom` (new attempts go to the upstream with the most) adds `raise_fraction` of the limit, at
+  least one.
 
 Never below 1, never above the ceiling; a lowering always removes at least one. The measurement never reaches back
 before the limit took effect, so each decision reads the limit it judges. Nothing here stops an attempt: the queue only
@@ -139,17 +144,21 @@ class Controller:
         if self.effective_at is None or stats.wait_share is None:
             return None
         share, since = stats.wait_share, at - self.effective_at
-        if (share > self.rule.lower_above and since >= self.rule.lower_hold_sec
+        crowded = stats.headroom is None or stats.headroom < self.rule.lower_headroom
+        if (share > self.rule.lower_above and crowded and since >= self.rule.lower_hold_sec
                 and stats.span_sec >= self.rule.lower_hold_sec / 2):
-            return self._lower(at, self.rule.lower_factor, "waits",
+            served = self.limit * (1 - share) / (1 - self.rule.raise_below)
+            room = "" if stats.headroom is None else f", {stats.headroom:.0%} of the upstreams' limits left"
+            return self._lower(at, max(self.rule.lower_factor, served / self.limit), "waits",
                                f"{share:.1%} of agent time waited on rate limits over {stats.span_sec:.0f} s "
-                               f"(above {self.rule.lower_above:.0%})", stats)
+                               f"(above {self.rule.lower_above:.0%}{room}): the quota served about "
+                               f"{served:.1f} attempts' demand", stats)
         enough = stats.span_sec >= min(self.rule.window_sec, since) / 2
         roomy = stats.headroom is None or stats.headroom >= self.rule.min_headroom
         if (share < self.rule.raise_below and since >= self.rule.raise_hold_sec and enough and roomy
                 and running >= self.limit and stats.busy(self.limit) >= self.rule.busy_share
                 and self.limit < min(self.ceiling, self.ceiling if slots is None else slots)):
-            room = "" if stats.headroom is None else f", {stats.headroom:.0%} of an upstream's limit left"
+            room = "" if stats.headroom is None else f", {stats.headroom:.0%} of the upstreams' limits left"
             new = min(self.ceiling, self.limit + max(1, math.floor(self.limit * self.rule.raise_fraction)))
             return self._change(at, new, "no_waits", f"{share:.1%} of agent time waited on rate limits over "
                                 f"{stats.span_sec:.0f} s with the limit reached{room}", stats)
@@ -159,7 +168,9 @@ class Controller:
         """The signal since the limit took effect, at most `window_sec` back (nothing while it has not)."""
         begin = at if self.effective_at is None else max(self.effective_at, at - self.rule.window_sec)
         spans = [span for span in self.spans if span.start >= begin]
-        headroom = next((span.headroom for span in reversed(spans) if span.headroom is not None), None)
+        roomy = [(span.end - span.start, span.headroom) for span in spans if span.headroom is not None]
+        length = sum(seconds for seconds, _ in roomy)
+        headroom = sum(seconds * share for seconds, share in roomy) / length if length > 0 else None
         return WindowStats(span_sec=sum(span.end - span.start for span in spans),
                            agent_sec=sum(span.agent_sec for span in spans),
                            wait_sec=sum(span.wait_sec for span in spans), headroom=headroom)

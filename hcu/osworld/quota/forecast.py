@@ -50,6 +50,10 @@ class Campaign:
     priced: bool
     """The run's prices have its model."""
     attempts_done: int | None = None
+    quota_source: str = "the config"
+    """Where `quota` came from, in words (or, without one, why none was observed)."""
+    quota_observed: bool = False
+    """`quota` is what the upstreams stated of themselves (observed.py), not the config's."""
 
 
 class DomainProfile(BaseModel):
@@ -88,6 +92,9 @@ class Forecast(BaseModel):
     by_domain: dict[str, DomainProfile]
     quota: dict[str, LimitCapacity | None]
     """What the quota serves, per limit kind, and whose entries that is."""
+    quota_from: str = "none"
+    """Where the quota came from: the config, or observed (which gateway saw the upstreams state it, and when);
+    without one, `none` and why none was observed."""
     upstreams: list[str] | None
     upstreams_from: str
     safe_concurrency: int | None
@@ -131,14 +138,16 @@ def make_forecast(sample: Sample, campaign: Campaign) -> Forecast:
     notes += said
     if not quota:
         example = '{"%s": {"tpm": 450000}}' % campaign.provider  # noqa: UP031 (braces of JSON)
-        unknown.append(f'safe_concurrency: the config has no quota (e.g. "quota": {example})')
+        unobserved = "" if campaign.quota_source == "the config" else f" and none was observed: {campaign.quota_source}"
+        unknown.append(f'safe_concurrency: the config has no quota (e.g. "quota": {example}){unobserved}')
     elif safe is None and attempts:
         unknown.append("safe_concurrency: no rate of a kind the quota limits (see notes)")
+    observed = "observed " if campaign.quota_observed else ""
     limits = {metric: capacity(quota, campaign.provider, campaign.upstreams, metric)[0] for metric in ("tpm", "rpm")}
     memory = campaign.memory
     at_once = [(float(campaign.max_active_tasks), "max_active_tasks")]
     if safe is not None:
-        at_once.append((safe.exact, f"quota ({safe.binding})"))
+        at_once.append((safe.exact, f"quota ({observed}{safe.binding})"))
     if memory is None:
         unknown.append("memory_concurrency: this host's memory could not be read")
     elif campaign.memory_binds and memory.attempts >= 1:
@@ -161,17 +170,22 @@ def make_forecast(sample: Sample, campaign: Campaign) -> Forecast:
         agent_phase_sec=spread(_values(attempts, "agent_sec")), attempt_sec=spread(_values(attempts, "duration_sec")),
         tokens_per_minute_per_attempt=token_rate, calls_per_minute_per_attempt=call_rate,
         by_domain=by_domain(attempts),
-        quota={metric: None if cap is None else LimitCapacity(per_minute=cap.per_minute, of=cap.of)
-               for metric, cap in limits.items()},
+        quota={metric: None if cap is None else LimitCapacity(per_minute=cap.per_minute, of=observed + cap.of)
+               for metric, cap in limits.items()}, quota_from=campaign.quota_source if quota else _no_quota(campaign),
         upstreams=campaign.upstreams, upstreams_from=campaign.upstreams_from,
         safe_concurrency=None if safe is None else safe.attempts,
-        safe_concurrency_exact=None if safe is None else safe.exact, binding=None if safe is None else safe.binding,
+        safe_concurrency_exact=None if safe is None else safe.exact,
+        binding=None if safe is None else observed + safe.binding,
         memory_concurrency=None if memory is None else memory.attempts,
         memory="unknown" if memory is None else memory.described
         + ("" if campaign.memory_binds else "; not used for the wall time: the ray nodes admit their own guests"),
         concurrency=round(concurrency, 3) if attempts else None, concurrency_binding=binding if attempts else None,
         tokens_total=sum_range(tokens, count), calls_total=sum_range(calls, count), wall_time_sec=wall,
         cost_usd=sum_range(costs, count) if campaign.priced else Range(), unknown=unknown, notes=notes)
+
+
+def _no_quota(campaign: Campaign) -> str:
+    return "none" if campaign.quota_source == "the config" else f"none ({campaign.quota_source})"
 
 
 def by_domain(attempts: list[AttemptProfile]) -> dict[str, DomainProfile]:

@@ -65,18 +65,25 @@ def headroom(seen: ObservedLimits, quota: QuotaLimit | None) -> float | None:
     return min(shares, default=None)
 
 
+def freshest_limits(reports: list[GatewayReport]) -> dict[str, ObservedLimits]:
+    """Each upstream's newest answer that stated its rate limits, over the gateways that saw it."""
+    freshest: dict[str, ObservedLimits] = {}
+    for report in reports:
+        for label, seen in report.upstream_limits.items():
+            if seen is not None and (label not in freshest or seen.seen_at > freshest[label].seen_at):
+                freshest[label] = seen
+    return freshest
+
+
 def reading_of(reports: list[GatewayReport], now: float, max_age_sec: float,
                quota: dict[str, QuotaLimit] | None = None) -> Reading:
     """One reading from the gateways' reports at Unix time `now`: every scope's waits, and the run's headroom
     from upstream answers seen within `max_age_sec`."""
     waits: dict[str, float] = {}
-    freshest: dict[str, ObservedLimits] = {}
     for report in reports:
         for scope, counted in report.rate_limit_waits.items():
             waits[scope] = max(waits.get(scope, 0.0), counted.wait_sec)
-        for label, seen in report.upstream_limits.items():
-            if seen is not None and (label not in freshest or seen.seen_at > freshest[label].seen_at):
-                freshest[label] = seen
+    freshest = freshest_limits(reports)
     shares = [share for label, seen in freshest.items() if now - seen.seen_at <= max_age_sec
               and (share := headroom(seen, (quota or {}).get(label))) is not None]
     return Reading(waits, max(shares, default=None))

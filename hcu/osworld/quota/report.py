@@ -59,6 +59,7 @@ def plan_lines(forecast: Forecast) -> list[str]:
     quota = "; ".join(f"{metric} {amount(cap.per_minute)} ({cap.of})" for metric, cap in f.quota.items() if cap)
     upstreams = ", ".join(f.upstreams) if f.upstreams is not None else "unknown"
     lines += [f"  quota: {quota or 'none'}; gateway upstreams: {upstreams} ({f.upstreams_from})",
+              f"  quota from: {f.quota_from}",
               "  safe concurrency: " + ("unknown" if f.safe_concurrency is None else
                                         f"{f.safe_concurrency} attempts at once ({f.safe_concurrency_exact}; "
                                         f"binding: {f.binding})"),
@@ -88,4 +89,4 @@ def status_lines(forecast: Forecast, running: int, own: int) -> list[str]:
     return [f"ETA: {ranged(f.wall_time_sec, span)}{at_once}.",
             f"To go: {f.attempts} attempts ({running} running, counted whole): tokens {ranged(f.tokens_total)}, "
             f"model calls {ranged(f.calls_total)}, cost {ranged(f.cost_usd, usd, ' USD')}.",
-            learned + "."]
+            learned + ".", f"Quota: {f.quota_from}."]

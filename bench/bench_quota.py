@@ -1,0 +1,158 @@
+"""Quota use: valid results per hour and machine time per valid result under a rate-limited model quota, with a
+fixed `max_active_tasks` at half, at, twice and four times what the quota serves, and with `"auto"`.
+
+In this process (quota_scenario.py): the real queue (`run_queue`, its admission fixed or "auto" with
+hcu.defaults.ADMISSION) and the real gateway (Azure kind), against scripted upstreams that enforce tokens and
+requests per minute per deployment as Azure does (hcu/scripted/rate_limits.py: the prompt plus the reserved output
+charged at arrival, over a sliding minute; quota A answers 429 with retry-after, quota B a 200 stream that ends in
+a rate-limit error). The attempts are stand-ins that hold a simulated guest through boot and setup, an agent phase
+whose model calls go through the gateway, and an evaluation; their profile is quota_profile.py's (a median of 30
+calls, a screenshot per step in a prompt that carries the whole history, most of it cached, 10 s of model time
+per call at the median, 4,096 output tokens reserved per call). A call the gateway answers 429 (its waits reached
+`rate_limit_max_wait`) ends the turn; the session resumes after 60 s, at most twice, then the attempt ends
+`upstream_rate_limit` and the queue retries it, as run_task does. Time is compressed 1:FACTOR for everything that
+waits: the model, the guests, the gateway's waits, the limiter's minute, the queue's polls and the admission's
+holds and windows, which run with their defaults.
+
+Two quotas of the same attempts: A, 450k TPM on one deployment; B, 900k TPM on three resources of two deployments
+of 150k each (an attempt keeps its resource, as the gateway places it, and its late steps ask more than 150k a
+minute). The bound is the quota over the tokens one attempt is charged (prompt plus reserved output), in valid
+results per hour; what the quota serves at once is the bound times an unthrottled attempt's duration (measured:
+the same attempts without a quota). Each campaign has more attempts than it can run, is stopped at HORIZON's end
+and measured from its start (the first minutes, the admission's start, left out), as a long campaign's steady
+part: valid results per hour counts the quota tokens spent on attempts that ended (or may still end) valid, over
+one attempt's, so the figure is the share of the quota that went to valid results ("x bound").
+
+Figures per setting: that rate (x the bound); guest-held minutes per valid result, failed attempts' time included
+(x an unthrottled attempt's); the share of guest-held time waiting on rate limits (the gateway's waits and the
+resume delays); attempts that ended `upstream_rate_limit`; attempts holding a guest on average; and the error of
+the campaign forecast (hcu/osworld/quota, learned from a pilot of PILOT_ATTEMPTS attempts at PILOT_AT_ONCE on the
+same quota, for a campaign at the same setting) in wall time, tokens and cost per attempt, against what the
+campaign measured. Targets for auto: >= 0.9x the bound, <= 1.15x the unthrottled machine time, no
+`upstream_rate_limit`. Figures are printed, never asserted. On a shared machine runs differ by a few percent: this
+process's own time per call (printed; about a tenth of a step at 1:150) moves with the machine's load, and the
+admission's course with it.
+
+    python bench/bench_quota.py [--factor F]
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import math
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the scenario's modules beside this one
+
+from bench.quota_profile import plan_tasks  # noqa: E402
+from bench.quota_scenario import AUTO, Horizon, RunFigures, run_campaign  # noqa: E402
+from bench.quota_world import QuotaSpec  # noqa: E402
+from hcu.osworld.quota.stats import Range  # noqa: E402
+
+FACTOR = 150.0
+"""Simulated seconds per real second."""
+SEED = 20261202
+TASKS = 600
+"""More attempts than any setting runs before the horizon: each campaign stands for a long one."""
+HORIZON = Horizon(start_sec=25 * 60, stop_sec=75 * 60)
+PILOT_ATTEMPTS, PILOT_AT_ONCE = 8, 2
+BASELINE_ATTEMPTS, BASELINE_AT_ONCE = 24, 8
+QUOTAS = (QuotaSpec("A", ({"d1": 450_000},), "http"),
+          QuotaSpec("B", ({"d1": 150_000, "d2": 150_000},) * 3, "event"))
+
+
+def error(forecast: Range | None, attempts: int, measured: float) -> str:
+    """(forecast - measured) / measured of one attempt's share of a total; `*` when the measured figure lies
+    outside the total's 90% prediction interval."""
+    if forecast is None or forecast.expected is None or not measured or math.isinf(measured):
+        return "-"
+    low, high = (None if x is None else x / attempts for x in (forecast.low, forecast.high))
+    outside = (low is not None and measured < low) or (high is not None and measured > high)
+    return f"{(forecast.expected / attempts / measured - 1) * 100:+.0f}%" + ("*" if outside else " ")
+
+
+def row(quota: QuotaSpec, label: str, run: RunFigures, charged: float, unthrottled_sec: float) -> str:
+    rate, held = run.valid_per_hour(charged), run.held_per_valid_sec(charged)
+    forecast = run.forecast
+    errors = ["-"] * 3 if forecast is None else [
+        error(forecast.wall_time_sec, forecast.attempts, 3600 / rate if rate else 0.0),
+        error(forecast.tokens_total, forecast.attempts, run.tokens_per_valid(charged)),
+        error(forecast.cost_usd, forecast.attempts, run.cost_per_valid(charged))]
+    figures = [f"{rate:5.1f} ({run.quota_share(quota.tpm):4.2f}x)",
+               f"{held / 60:5.1f} ({held / unthrottled_sec:4.2f}x)",
+               f"{run.wait_share:6.1%}", f"{run.rate_limited:3d}", f"{run.held_sec / (run.end - run.start):5.1f}",
+               *(f"{text:>7}" for text in errors)]
+    return f"{quota.name:<2}{label:<16}" + "  ".join(figures)
+
+
+def limit_path(run: RunFigures) -> str:
+    limits = [limit for _, limit in run.limits]
+    changes = [limits[0], *(b for a, b in zip(limits, limits[1:], strict=False) if a != b)]
+    return " -> ".join(str(limit) for limit in changes)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--factor", type=float, default=FACTOR, help="simulated seconds per real second")
+    args = parser.parse_args()
+    logging.getLogger("hcu.gateway").setLevel(logging.ERROR)  # its rate-limit waits are the point here
+    logging.getLogger("aiohttp.server").setLevel(logging.CRITICAL)  # calls cut by the horizon
+    began, cpu = time.time(), time.process_time()
+    plans = plan_tasks("t", TASKS, SEED)
+    charged = statistics.fmean(plan.charged_tokens for plan in plans.values())
+    print(f"time compressed 1:{args.factor:g}; measured from {HORIZON.start_sec / 60:.0f} to "
+          f"{HORIZON.stop_sec / 60:.0f} simulated minutes of each campaign; {quota_lines()}")
+    lines, notes = [], []
+    with tempfile.TemporaryDirectory(prefix="hcu-bench-quota-") as tmp:
+        root = Path(tmp)
+        baseline = run_campaign(root, "unthrottled", None, dict(list(plans.items())[:BASELINE_ATTEMPTS]),
+                                BASELINE_AT_ONCE, args.factor)
+        per_call = (sum(a.held_sec - plans[a.key].unthrottled_sec for a in baseline.attempts)
+                    / sum(len(plans[a.key].calls) for a in baseline.attempts))
+        unthrottled = statistics.fmean(p.unthrottled_sec + per_call * len(p.calls) for p in plans.values())
+        notes.append(f"one attempt: {charged / 1e6:.2f}M tokens charged (prompt + reserved output), unthrottled "
+                     f"{unthrottled / 60:.1f} min held, of which {per_call:.1f} s per call is the gateway's and this "
+                     f"process's time at this compression (measured without a quota)")
+        for quota in QUOTAS:
+            bound = quota.tpm * 60 / charged
+            served = round(bound * unthrottled / 3600)
+            pilot = run_campaign(root, f"{quota.name}-pilot", quota, plan_tasks("p", PILOT_ATTEMPTS, SEED + 1),
+                                 PILOT_AT_ONCE, args.factor)
+            notes.append(f"quota {quota.name}: bound {bound:.1f} valid/h, serves {served} at once; pilot "
+                         f"{PILOT_ATTEMPTS} attempts at {PILOT_AT_ONCE}: {pilot.valid_ended} valid, waits "
+                         f"{pilot.wait_share:.1%}")
+            for setting, label in ((max(1, served // 2), "half"), (served, "at"), (2 * served, "twice"),
+                                   (4 * served, "four times"), (AUTO, "auto")):
+                run = run_campaign(root, f"{quota.name}-{setting}", quota, plans, setting, args.factor,
+                                   ceiling=4 * served, pilot=root / f"{quota.name}-pilot", horizon=HORIZON)
+                name = f"{setting} ({label})" if setting != AUTO else f"auto (<= {4 * served})"
+                lines.append(row(quota, name, run, charged, unthrottled))
+                if setting == AUTO and run.forecast is not None:
+                    notes.append(f"quota {quota.name} auto: limits {limit_path(run)}, {run.mean_limit:.1f} on "
+                                 f"average; forecast safe concurrency {run.forecast.safe_concurrency_exact}")
+                notes += [f"quota {quota.name} {name}: {crash}" for crash in run.crashed[:3]]
+    print(f"{'':<18}{'valid/h (x bound)':<19}{'machine (x)':<14}{'waits':>6}  {'rl':>3}  {'held':>5}  "
+          f"{'wall':>7}  {'tokens':>7}  {'cost':>7}")
+    print("\n".join(lines))
+    print("(valid/h: valid results per simulated hour, x the quota's bound; machine: guest-held minutes per valid "
+          "result, x an unthrottled attempt's;\n waits: share of guest-held time waiting on rate limits; rl: "
+          "attempts ended upstream_rate_limit; held: attempts holding a guest, on average;\n wall, tokens, cost: "
+          "the forecast's error per attempt, (forecast - measured) / measured, * outside its 90% interval)")
+    print("\n".join(notes))
+    print(f"benchmark: {time.time() - began:.0f} s wall, {time.process_time() - cpu:.0f} s CPU; load average "
+          f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    return 0
+
+
+def quota_lines() -> str:
+    return "; ".join(quota.describe() + f" ({quota.stream_refusal} refusals)" for quota in QUOTAS)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
