@@ -93,7 +93,7 @@ test: host setup test-desktop qemu-guest build-local agents harbor-venv
 	  echo "make test: no CPython 3.10 here (set HCU_PYTHON310): the artifact's 3.10 run is NOT tested")
 	@$(if $(HCU_PYTHON312),echo "make test: Harbor's models and viewer run on $(HCU_PYTHON312)",\
 	  echo "make test: no CPython 3.12+ here (set HCU_PYTHON312): runs read by Harbor are NOT tested")
-	$(VPY) -m pytest -q -p no:cacheprovider $(TEST_SELECTION)
+	$(VPY) -m pytest -q -p no:cacheprovider --durations=15 $(TEST_SELECTION)
 
 ## test-fast: pure-logic tests only (no Docker engine reachable, no artifacts, no network, no evaluator venv)
 test-fast: $(VENV)/.installed
