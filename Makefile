@@ -18,6 +18,7 @@ HARBOR_VENV ?= .venv-harbor
 export HCU_HARBOR_PYTHON := $(abspath $(HARBOR_VENV))/bin/python
 empty :=
 space := $(empty) $(empty)
+FAST_SELECTION := not docker and not kvm and not artifacts and not network and not osworld and not python310 and not browser and not harbor
 UNTESTED_MARKERS := $(strip $(if $(HCU_PYTHON310),,python310) $(if $(HCU_PYTHON312),,harbor))
 TEST_SELECTION := $(if $(UNTESTED_MARKERS),-m 'not $(subst $(space), and not ,$(UNTESTED_MARKERS))')
 
@@ -97,9 +98,7 @@ test: host setup test-desktop qemu-guest build-local agents harbor-venv
 
 ## test-fast: pure-logic tests only (no Docker engine reachable, no artifacts, no network, no evaluator venv)
 test-fast: $(VENV)/.installed
-	DOCKER_HOST=unix:///nonexistent $(VPY) -m pytest -q -p no:cacheprovider \
-	  -m 'not docker and not kvm and not artifacts and not network and not osworld and not python310 and not browser \
-	  and not harbor'
+	DOCKER_HOST=unix:///nonexistent $(VPY) -m pytest -q -p no:cacheprovider -m "$(FAST_SELECTION)"
 
 ## bench: benchmarks print figures and ratios (never asserted)
 bench: host setup test-desktop qemu-guest build-local
