@@ -28,7 +28,7 @@ from hcu.gateway.core import GatewayConfig, GatewayState, build_app, serve
 from hcu.gateway.credentials import StaticCredential
 from hcu.gateway.openai_proxy import OpenAIProvider
 from hcu.gateway.pool import Pool, parse_upstreams
-from hcu.osworld.queue.panel import QueueClock
+from hcu.osworld.queue.clock import QueueClock
 from hcu.scripted.rate_limits import DeploymentLimit, RateLimiter, RateLimitSpec
 from hcu.scripted.upstream import ScriptedUpstream
 from hcu.scripted.upstream import build_app as build_upstream_app

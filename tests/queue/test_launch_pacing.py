@@ -11,8 +11,9 @@ import orjson
 import pytest
 
 from hcu.osworld.errors import policy_for
+from hcu.osworld.queue.clock import QueueClock
 from hcu.osworld.queue.config import RunConfig, TaskSpec, parse_config
-from hcu.osworld.queue.panel import QueueClock, run_queue
+from hcu.osworld.queue.panel import run_queue
 from hcu.osworld.queue.state import TaskView
 from hcu.osworld.queue.status import ActiveAttempt
 from hcu.osworld.records.identity import AttemptId

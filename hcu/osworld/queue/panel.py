@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import os
 import socket
-import time
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
 from hcu.osworld.errors import FailureClass, HcuOSWorldError, policy_for
 from hcu.osworld.queue.admission import ReportSource
+from hcu.osworld.queue.clock import SYSTEM_CLOCK, QueueClock
 from hcu.osworld.queue.config import RunConfig
 from hcu.osworld.queue.control import QueueControl
 from hcu.osworld.queue.events import EventLog, QueueSink
@@ -51,14 +51,6 @@ from hcu.record_io import write_atomic, write_json, write_record
 DEFAULT_POLL_SEC = 5.0
 
 
-class QueueClock:
-    """Time as the queue reads it (launch pacing, pauses, events); a test passes one that moves itself."""
-
-    sleep = staticmethod(time.sleep)
-    time = staticmethod(time.time)  # after `sleep`: from here on `time` in this class body is this method
-
-
-SYSTEM_CLOCK = QueueClock()
 STATUS_INTERVAL_SEC = 1.0
 
 __all__ = ["DEFAULT_POLL_SEC", "QueueDrained", "QueueRefused", "QueueStopped", "config_difference", "run_queue",
