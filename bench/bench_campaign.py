@@ -21,18 +21,17 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import orjson
+from fresh_run import FreshRun  # beside this script, as bench_live_view imports this one
 
 from hcu.osworld.queue.config import TaskSpec, parse_config
 from hcu.osworld.queue.events import QueueSink
-from hcu.osworld.queue.executor import Lost
 from hcu.osworld.queue.manifest import NodeInfo
 from hcu.osworld.queue.panel import run_queue
-from hcu.osworld.queue.state import TaskView
 from hcu.osworld.queue.status import ActiveAttempt
 from hcu.osworld.records.identity import AttemptId
 from hcu.osworld.records.result import PhaseTiming, TaskResult
@@ -78,7 +77,7 @@ class SimNode:
 
 
 @dataclass
-class SimulatedFleet:
+class SimulatedFleet(FreshRun):
     """An executor whose attempts sleep through their phases on simulated nodes with per-node caps."""
 
     plans: dict[str, Plan]
@@ -119,18 +118,6 @@ class SimulatedFleet:
         with self.lock:
             node.running -= 1
             self.done.add(attempt_id.task_key)
-
-    def stopped(self, active: Iterable[ActiveAttempt]) -> list[str]:
-        with self.lock:
-            finished = [a.key for a in active if a.key in self.done]
-            self.done.difference_update(finished)
-        return finished
-
-    def adopt(self, view: TaskView) -> ActiveAttempt | Lost:
-        raise AssertionError("a fresh campaign adopts nothing")
-
-    def settle(self, active: ActiveAttempt) -> Lost | None:
-        return None
 
     def nodes(self) -> dict[str, NodeInfo]:
         return {node.info.name: node.info for node in self.fleet}

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,13 +19,12 @@ from pathlib import Path
 import aiohttp
 import orjson
 
+from bench.fresh_run import FreshRun
 from bench.quota_profile import MAX_OUTPUT_TOKENS, MODEL, PRICES, AttemptPlan, call_headers, prompt_at, request_body
 from bench.quota_world import SimClock, World
 from hcu.defaults import RETRIES
 from hcu.osworld.queue.config import TaskSpec
-from hcu.osworld.queue.executor import Lost
 from hcu.osworld.queue.manifest import NodeInfo
-from hcu.osworld.queue.state import TaskView
 from hcu.osworld.queue.status import ActiveAttempt
 from hcu.osworld.quota.gateway_reading import GatewayReport, fetch_report
 from hcu.osworld.records.identity import AttemptId
@@ -110,7 +108,7 @@ def call_done(at: float, charged: int, usage: dict) -> CallDone:
 
 
 @dataclass
-class StandInFleet:
+class StandInFleet(FreshRun):
     """The executor: stand-in attempts on the world's loop, on `plans` by task id."""
 
     world: World
@@ -208,18 +206,6 @@ class StandInFleet:
         """End the attempts still running (the campaign's horizon)."""
         for future in self.running:
             future.cancel()
-
-    def stopped(self, active: Iterable[ActiveAttempt]) -> list[str]:
-        with self.lock:
-            finished = [a.key for a in active if a.key in self.done]
-            self.done.difference_update(finished)
-        return finished
-
-    def adopt(self, view: TaskView) -> ActiveAttempt | Lost:
-        raise AssertionError("a fresh run adopts nothing")
-
-    def settle(self, active: ActiveAttempt) -> Lost | None:
-        return None
 
     def nodes(self) -> dict[str, NodeInfo]:
         return {}
