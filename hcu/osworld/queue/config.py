@@ -33,7 +33,7 @@ from hcu.osworld.settings import SAFE_NAME, SIZE, AttemptSettings, absolute
 TUNABLE_KEYS = frozenset({"max_active_tasks", "auto_max_active_tasks", "launch_stagger_seconds",
                           "expected_durations_from", "max_cost_usd", "forecast_from", "quota", "baseline"})
 """Keys a resumed run may change; any other difference means a different run (`repeats` may be raised: see
-`lowered_repeats`). `forecast_from` and `quota` change what the queue foresees and how many attempts it lets run
+`resume.lowered_repeats`). `forecast_from` and `quota` change what the queue foresees and how many attempts it lets run
 at once, `baseline` what the summary reports beside the score, never what an attempt does or how it is scored."""
 TUNABLE_RAY_KEYS = frozenset({"address"})
 """Keys of `ray` a resumed run may change (a restarted cluster has a new address; its nodes are the same)."""
@@ -269,24 +269,12 @@ class RunConfig(ExecutorKeys, AttemptSettings):
 
     def comparable(self) -> dict[str, Any]:
         """The resolved config minus the keys a resumed run may change (repeats included: raising them adds
-        attempts to the same run; `lowered_repeats` refuses the other way)."""
+        attempts to the same run; `resume.lowered_repeats` refuses the other way)."""
         exclude: dict[str, Any] = {**dict.fromkeys(TUNABLE_KEYS, True), "repeats": True,
                                    "tasks": {"__all__": {"repeats"}}}
         if self.ray is not None:
             exclude["ray"] = set(TUNABLE_RAY_KEYS)
         return self.model_dump(mode="json", exclude=exclude)
-
-
-def lowered_repeats(stored: RunConfig, config: RunConfig) -> str | None:
-    """Which key lowers a task's repeats below those the run started with (None: none does)."""
-    before = {task.id: stored.repeats_of(task) for task in stored.tasks}
-    for index, task in enumerate(config.tasks):
-        old, new = before.get(task.id), config.repeats_of(task)
-        if old is not None and new < old:
-            key = f"tasks[{index}].repeats" if task.repeats is not None else "repeats"
-            return (f"{key}: task {task.id} would have {new} repeats, the run has {old}; repeats can be raised "
-                    "on resume, never lowered")
-    return None
 
 
 def docker_bridge_address() -> str:

@@ -11,7 +11,7 @@ import orjson
 from filelock import FileLock, Timeout
 from pydantic import ValidationError
 
-from hcu.osworld.queue.config import RunConfig, lowered_repeats
+from hcu.osworld.queue.config import RunConfig
 from hcu.osworld.queue.control import LOCK_FILE
 from hcu.osworld.queue.executor import QueueRefused
 
@@ -43,6 +43,18 @@ def stored_config(config: RunConfig) -> RunConfig | None:
         return RunConfig.model_validate(orjson.loads(path.read_bytes()))
     except (orjson.JSONDecodeError, ValidationError):
         raise QueueRefused(f"{path}: unreadable; this run's config cannot be compared") from None
+
+
+def lowered_repeats(stored: RunConfig, config: RunConfig) -> str | None:
+    """Which key lowers a task's repeats below those the run started with (None: none does)."""
+    before = {task.id: stored.repeats_of(task) for task in stored.tasks}
+    for index, task in enumerate(config.tasks):
+        old, new = before.get(task.id), config.repeats_of(task)
+        if old is not None and new < old:
+            key = f"tasks[{index}].repeats" if task.repeats is not None else "repeats"
+            return (f"{key}: task {task.id} would have {new} repeats, the run has {old}; repeats can be raised "
+                    "on resume, never lowered")
+    return None
 
 
 def config_difference(config: RunConfig) -> list[str] | None:
