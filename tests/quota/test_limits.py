@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from hcu.osworld.quota.limits import QuotaLimit, capacity, key_problem, unmatched_key, upstreams_in_args
-from hcu.osworld.quota.stats import quantile, sum_range, t_quantile
+from hcu.osworld.quota.stats import spread, sum_range, t_quantile
 
 UPSTREAMS = ["r1.example@d1", "r1.example@d2", "r2.example:8443"]
 
@@ -57,8 +57,8 @@ def test_a_limit_is_a_positive_integer() -> None:
 
 
 def test_percentiles_and_prediction_intervals_by_hand() -> None:
-    assert quantile([10, 20, 30, 40, 50], 0.9) == pytest.approx(46)  # position 3.6: 40 + 0.6 * 10
-    assert quantile([7], 0.9) == 7
+    assert spread([10, 20, 30, 40, 50]).p90 == pytest.approx(46)  # position 3.6: 40 + 0.6 * 10
+    assert spread([7]).p90 == 7
     assert [round(t_quantile(0.95, df), 3) for df in (1, 4, 9, 30)] == [6.314, 2.132, 1.833, 1.697]  # printed tables
     assert t_quantile(0.95, 100_000) == pytest.approx(1.6449, abs=1e-4)
     sample = [2.0, 4.0, 6.0]  # mean 4, s^2 = 4

@@ -46,21 +46,12 @@ class Range(BaseModel):
         return Range(**{key: None if value is None else value * factor for key, value in self.model_dump().items()})
 
 
-def quantile(values: Sequence[float], q: float) -> float:
-    """The q-quantile of `values` (at least one), interpolated linearly between order statistics."""
-    ordered = sorted(values)
-    position = (len(ordered) - 1) * q
-    below = math.floor(position)
-    above = min(below + 1, len(ordered) - 1)
-    return ordered[below] + (position - below) * (ordered[above] - ordered[below])
-
-
 def spread(values: Sequence[float]) -> Spread | None:
     """Median, 90th percentile and mean; None for no values."""
     if not values:
         return None
-    return Spread(median=quantile(values, 0.5), p90=quantile(values, 0.9), mean=sum(values) / len(values),
-                  attempts=len(values))
+    median, p90 = np.quantile(values, [0.5, 0.9])
+    return Spread(median=float(median), p90=float(p90), mean=sum(values) / len(values), attempts=len(values))
 
 
 @lru_cache(maxsize=256)
