@@ -92,6 +92,9 @@ class GatewayDefaults(BaseModel):
 
     rate_limit_max_wait_sec: float = 300.0
     """Most seconds of rate-limit waits per client request before the 429 goes to the client."""
+    placement_active_sec: float = 600.0
+    """A task counts as active on its upstream, when new tasks are placed, while its last request is this recent:
+    an attempt's calls come seconds to a minute apart, or up to `rate_limit_max_wait_sec` when one waits."""
     upstream_idle_timeout_sec: float = 300.0
     """Longest silence from the upstream, before its headers or between stream chunks."""
     upstream_connect_timeout_sec: float = 10.0

@@ -3,17 +3,24 @@
 A resource is one upstream host; a deployment is one model deployment on it (`host@deployment`). A task never
 changes resource (agents replay encrypted reasoning only the producing resource can read). Within its
 resource, a request that does not continue server-side state (`previous_response_id`) may move to a deployment
-outside its cooldown, and the task then stays there. New tasks start on the upstream with the most remaining
-tokens last seen. With pinned resources (a relay in front), tasks get a resource name round-robin instead.
+outside its cooldown, and the task then stays there.
+
+A new task starts on the resource, then the deployment, with the fewest active tasks (a request within
+`GATEWAY.placement_active_sec`), then on the one with the most remaining tokens last seen: since a task is bound
+to its resource for life, the tasks a resource already carries say more of its next minutes than the remaining
+tokens of its last answer (an attempt's demand grows over its steps, and a resource whose tasks are between calls
+looks idle). With pinned resources (a relay in front), tasks get a resource name round-robin instead.
 """
 
 from __future__ import annotations
 
 import itertools
 import re
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from hcu.defaults import GATEWAY
 from hcu.gateway.clock import SYSTEM_CLOCK, Clock
 from hcu.gateway.errors import GatewayProxyError
 from hcu.gateway.observed_limits import ObservedLimits, read_limits
@@ -35,7 +42,6 @@ class Upstream:
     deployment: str | None = None
     remaining_tokens: int = UNKNOWN_REMAINING
     cooldown_until: float = 0.0
-    tasks: int = 0
     observed: ObservedLimits | None = None
     """The rate-limit headers of its newest answer that had any (`/healthz` `upstream_limits`)."""
 
@@ -82,6 +88,9 @@ class Pool:
     pin_resources: list[str] = field(default_factory=list)
     placements: dict[str, Placement] = field(default_factory=dict)
     clock: Clock = SYSTEM_CLOCK
+    active_sec: float = GATEWAY.placement_active_sec
+    last_request: dict[str, float] = field(default_factory=dict)
+    """Per task: when it last asked for a placement (monotonic)."""
 
     def __post_init__(self) -> None:
         self._pins = itertools.cycle(self.pin_resources) if self.pin_resources else None
@@ -91,12 +100,11 @@ class Pool:
         placement = self.placements.get(task)
         now = self.clock.monotonic()
         if placement is None:
-            best = self._best(self.upstreams, now)
-            best.tasks += 1
             pin = next(self._pins) if self._pins else None
-            placement = self.placements[task] = Placement(best, pin)
+            placement = self.placements[task] = Placement(self._best(self.upstreams, now), pin)
         elif placement.upstream.cooling(now) and not continues_state:
             self.move(task, placement)
+        self.last_request[task] = now
         return placement
 
     def restore(self, task: str, resource: str, deployment: str | None) -> None:
@@ -107,12 +115,7 @@ class Pool:
             return
         same = [u for u in self.upstreams if u.resource == resource]
         if same:
-            target = next((u for u in same if u.deployment == deployment), same[0])
-            previous = self.placements.get(task)
-            if previous is not None:
-                previous.upstream.tasks -= 1
-            target.tasks += 1
-            self.placements[task] = Placement(target)
+            self.placements[task] = Placement(next((u for u in same if u.deployment == deployment), same[0]))
 
     def move(self, task: str, placement: Placement) -> bool:
         """Move a task to another deployment of its resource outside cooldown; False if there is none."""
@@ -123,15 +126,20 @@ class Pool:
         ]
         if not siblings:
             return False
-        target = self._best(siblings, now)
-        current.tasks -= 1
-        target.tasks += 1
-        placement.upstream = target
+        placement.upstream = self._best(siblings, now)
         return True
 
-    @staticmethod
-    def _best(candidates: list[Upstream], now: float) -> Upstream:
-        return max(candidates, key=lambda u: (not u.cooling(now), u.remaining_tokens, -u.tasks))
+    def _best(self, candidates: list[Upstream], now: float) -> Upstream:
+        """Outside cooldown first, then the fewest active tasks on the resource and on the upstream, then the most
+        remaining tokens last seen."""
+        on_upstream: Counter[str] = Counter()
+        on_resource: Counter[str] = Counter()
+        for task, placement in self.placements.items():
+            if now - self.last_request.get(task, -float("inf")) < self.active_sec:
+                on_upstream[placement.upstream.label] += 1
+                on_resource[placement.upstream.resource] += 1
+        return max(candidates, key=lambda u: (not u.cooling(now), -on_resource[u.resource], -on_upstream[u.label],
+                                              u.remaining_tokens))
 
     def cool_down(self, upstream: Upstream, seconds: float) -> None:
         """Put a deployment in cooldown; a later, longer hint extends it, a shorter one never shortens it."""

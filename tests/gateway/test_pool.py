@@ -12,6 +12,7 @@ import orjson
 import pytest
 from azure.core.credentials import AccessToken
 
+from hcu.defaults import GATEWAY
 from hcu.gateway.clock import SYSTEM_CLOCK, Clock
 from hcu.gateway.credentials import AZURE_SCOPE, AzureTokenCredential, StaticCredential
 from hcu.gateway.openai_proxy import OpenAIProvider
@@ -95,14 +96,21 @@ async def test_azure_static_key_goes_in_api_key_header(upstream, make_gateway):
     assert seen.query == {"api-version": "preview"}
 
 
-async def test_new_tasks_start_on_most_remaining_tokens(upstream, make_gateway):
-    hp = upstream.hostport
-    gw = await make_gateway(azure(FakeEntraCredential(3600)), upstreams=f"{hp}@d1,{hp}@d2")
-    upstream.state.remaining_tokens.update({"d1": 5000, "d2": 1000})
-    for task in ("a", "b", "c", "d"):
+async def test_new_tasks_go_where_fewest_tasks_are_active_then_to_most_remaining_tokens(upstream, make_gateway):
+    clock = ManualClock()
+    hp, port = upstream.hostport, upstream.hostport.rpartition(":")[2]
+    gw = await make_gateway(azure(FakeEntraCredential(3600), clock), clock=clock,
+                            upstreams=f"{hp}@d1,{hp}@d2,localhost:{port}@d3")  # two resources: 2 + 1 deployments
+    upstream.state.remaining_tokens.update({"d1": 5000, "d2": 4000, "d3": 1000})
+    for task in ("a", "b", "c", "d", "e"):
         await client(gw, task).responses.create(model="m", input="x")
-    # a: both unknown -> d1; b: d2 never heard from -> d2; c, d: d1 has more left
-    assert [r.deployment for r in upstream.state.requests] == ["d1", "d2", "d1", "d1"]
+    # a: nothing known -> d1; b: the other resource has no task -> d3; c: resources even, d2 has none -> d2;
+    # d: the resources carry 2 and 1 -> d3; e: resources even, d1 and d2 one each, d1 has more left -> d1
+    assert [r.deployment for r in upstream.state.requests] == ["d1", "d3", "d2", "d3", "d1"]
+    clock.advance(GATEWAY.placement_active_sec + 1)  # all idle; then only d (on d3) asks again
+    await client(gw, "d").responses.create(model="m", input="x")
+    await client(gw, "f").responses.create(model="m", input="x")
+    assert [r.deployment for r in upstream.state.requests][-2:] == ["d3", "d1"]
 
 
 async def test_429_moves_a_fresh_request_to_another_deployment_and_the_task_stays(upstream, make_gateway):
