@@ -1,5 +1,5 @@
-"""Quota use: valid results per hour and machine time per valid result under a rate-limited model quota, with a
-fixed `max_active_tasks` at half, at, twice and four times what the quota serves, and with `"auto"`.
+"""Quota use: valid results per hour and machine time per valid result under a rate-limited model quota, with a fixed
+`max_active_tasks` at half, at, twice and four times what the quota serves, and with `"auto"`.
 
 In this process (quota_scenario.py): the real queue (`run_queue`, its admission fixed or "auto" with
 hcu.defaults.ADMISSION) and the real gateway (Azure kind), against scripted upstreams that enforce tokens and
@@ -7,21 +7,23 @@ requests per minute per deployment as Azure does (hcu/scripted/rate_limits.py: t
 charged at arrival, over a sliding minute; quota A answers 429 with retry-after, quota B a 200 stream that ends in
 a rate-limit error). The attempts are stand-ins that hold a simulated guest through boot and setup, an agent phase
 whose model calls go through the gateway, and an evaluation; their profile is quota_profile.py's (a median of 30
-calls, a screenshot per step in a prompt that carries the whole history, most of it cached, 10 s of model time
-per call at the median, 4,096 output tokens reserved per call). A call the gateway answers 429 (its waits reached
+calls, a screenshot per step in a prompt that carries the whole history, most of it cached, 10 s of model time per
+call at the median, 4,096 output tokens reserved per call). A call the gateway answers 429 (its waits reached
 `rate_limit_max_wait`) ends the turn; the session resumes after 60 s, at most twice, then the attempt ends
-`upstream_rate_limit` and the queue retries it, as run_task does. Time is compressed 1:FACTOR for everything that
-waits: the model, the guests, the gateway's waits, the limiter's minute, the queue's polls and the admission's
-holds and windows, which run with their defaults.
+`upstream_rate_limit` and the queue retries it, as run_task does. Time is compressed (1:150, or 1:50 for the quota
+that serves tens of attempts at once) for everything that waits: the model, the guests, the gateway's waits, the
+limiter's minute, the queue's polls and the admission's holds and windows, which run with their defaults.
 
-Two quotas of the same attempts: A, 450k TPM on one deployment; B, 900k TPM on three resources of two deployments
+Three quotas of the same attempts: A, 450k TPM on one deployment; B, 900k TPM on three resources of two deployments
 of 150k each (an attempt keeps its resource, as the gateway places it, and its late steps ask more than 150k a
-minute). The bound is the quota over the tokens one attempt is charged (prompt plus reserved output), in valid
-results per hour; what the quota serves at once is the bound times an unthrottled attempt's duration (measured:
-the same attempts without a quota). Each campaign has more attempts than it can run, is stopped at HORIZON's end
-and measured from its start (the first minutes, the admission's start, left out), as a long campaign's steady
-part: valid results per hour counts the quota tokens spent on attempts that ended (or may still end) valid, over
-one attempt's, so the figure is the share of the quota that went to valid results ("x bound").
+minute); C, 2.2M TPM on one deployment, about twenty attempts' worth (a large Azure deployment; its fixed settings
+stop at twice: eighty stand-ins at once are more than this process answers in time). The bound is the quota over
+the tokens one attempt is charged (prompt plus reserved output), in valid results per hour; what the quota serves
+at once is the bound times an unthrottled attempt's duration (measured: the same attempts without a quota, at the
+quota's compression). Each campaign has more attempts than it can run, is stopped at HORIZON's end and measured
+from its start (the first minutes, the admission's start, left out), as a long campaign's steady part: valid
+results per hour counts the quota tokens spent on attempts that ended (or may still end) valid, over one attempt's,
+so the figure is the share of the quota that went to valid results ("x bound").
 
 Figures per setting: that rate (x the bound); guest-held minutes per valid result, failed attempts' time included
 (x an unthrottled attempt's); the share of guest-held time waiting on rate limits (the gateway's waits and the
@@ -30,10 +32,10 @@ the campaign forecast (hcu/osworld/quota, learned from a pilot of PILOT_ATTEMPTS
 same quota, for a campaign at the same setting) in wall time, tokens and cost per attempt, against what the
 campaign measured. Targets for auto: >= 0.9x the bound, <= 1.15x the unthrottled machine time, no
 `upstream_rate_limit`. Figures are printed, never asserted. On a shared machine runs differ by a few percent: this
-process's own time per call (printed; about a tenth of a step at 1:150) moves with the machine's load, and the
+process's own time per call (printed; about a twentieth of a step) moves with the machine's load, and the
 admission's course with it.
 
-    python bench/bench_quota.py [--factor F]
+    python bench/bench_quota.py [--factor F] [--quotas A,B,C]
 """
 
 from __future__ import annotations
@@ -55,16 +57,15 @@ from bench.quota_scenario import AUTO, Horizon, RunFigures, run_campaign  # noqa
 from bench.quota_world import QuotaSpec  # noqa: E402
 from hcu.osworld.quota.stats import Range  # noqa: E402
 
-FACTOR = 150.0
-"""Simulated seconds per real second."""
 SEED = 20261202
-TASKS = 600
+TASKS = 1500
 """More attempts than any setting runs before the horizon: each campaign stands for a long one."""
 HORIZON = Horizon(start_sec=25 * 60, stop_sec=75 * 60)
 PILOT_ATTEMPTS, PILOT_AT_ONCE = 8, 2
 BASELINE_ATTEMPTS, BASELINE_AT_ONCE = 24, 8
 QUOTAS = (QuotaSpec("A", ({"d1": 450_000},), "http"),
-          QuotaSpec("B", ({"d1": 150_000, "d2": 150_000},) * 3, "event"))
+          QuotaSpec("B", ({"d1": 150_000, "d2": 150_000},) * 3, "event"),
+          QuotaSpec("C", ({"d1": 2_200_000},), "http", factor=50.0, largest_multiple=2))
 
 
 def error(forecast: Range | None, attempts: int, measured: float) -> str:
@@ -99,37 +100,46 @@ def limit_path(run: RunFigures) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--factor", type=float, default=FACTOR, help="simulated seconds per real second")
+    parser.add_argument("--factor", type=float, help="simulated seconds per real second (default: each quota's)")
+    parser.add_argument("--quotas", default=",".join(q.name for q in QUOTAS), help="which quotas, e.g. A,C")
     args = parser.parse_args()
+    quotas = [quota for quota in QUOTAS if quota.name in args.quotas.split(",")]
     logging.getLogger("hcu.gateway").setLevel(logging.ERROR)  # its rate-limit waits are the point here
     logging.getLogger("aiohttp.server").setLevel(logging.CRITICAL)  # calls cut by the horizon
     began, cpu = time.time(), time.process_time()
     plans = plan_tasks("t", TASKS, SEED)
     charged = statistics.fmean(plan.charged_tokens for plan in plans.values())
-    print(f"time compressed 1:{args.factor:g}; measured from {HORIZON.start_sec / 60:.0f} to "
-          f"{HORIZON.stop_sec / 60:.0f} simulated minutes of each campaign; {quota_lines()}")
+    print(f"measured from {HORIZON.start_sec / 60:.0f} to {HORIZON.stop_sec / 60:.0f} simulated minutes of each "
+          f"campaign; {quota_lines(quotas, args.factor)}")
     lines, notes = [], []
+    unthrottled_at: dict[float, float] = {}
     with tempfile.TemporaryDirectory(prefix="hcu-bench-quota-") as tmp:
         root = Path(tmp)
-        baseline = run_campaign(root, "unthrottled", None, dict(list(plans.items())[:BASELINE_ATTEMPTS]),
-                                BASELINE_AT_ONCE, args.factor)
-        per_call = (sum(a.held_sec - plans[a.key].unthrottled_sec for a in baseline.attempts)
-                    / sum(len(plans[a.key].calls) for a in baseline.attempts))
-        unthrottled = statistics.fmean(p.unthrottled_sec + per_call * len(p.calls) for p in plans.values())
-        notes.append(f"one attempt: {charged / 1e6:.2f}M tokens charged (prompt + reserved output), unthrottled "
-                     f"{unthrottled / 60:.1f} min held, of which {per_call:.1f} s per call is the gateway's and this "
-                     f"process's time at this compression (measured without a quota)")
-        for quota in QUOTAS:
+        for quota in quotas:
+            factor = args.factor or quota.factor
+            if factor not in unthrottled_at:
+                baseline = run_campaign(root, f"unthrottled-{factor:g}", None,
+                                        dict(list(plans.items())[:BASELINE_ATTEMPTS]), BASELINE_AT_ONCE, factor)
+                per_call = (sum(a.held_sec - plans[a.key].unthrottled_sec for a in baseline.attempts)
+                            / sum(len(plans[a.key].calls) for a in baseline.attempts))
+                unthrottled_at[factor] = statistics.fmean(p.unthrottled_sec + per_call * len(p.calls)
+                                                          for p in plans.values())
+                notes.append(f"one attempt at 1:{factor:g}: {charged / 1e6:.2f}M tokens charged (prompt + reserved "
+                             f"output), unthrottled {unthrottled_at[factor] / 60:.1f} min held, of which "
+                             f"{per_call:.2f} s per call is the gateway's and this process's time (measured without a "
+                             "quota)")
+            unthrottled = unthrottled_at[factor]
             bound = quota.tpm * 60 / charged
             served = round(bound * unthrottled / 3600)
             pilot = run_campaign(root, f"{quota.name}-pilot", quota, plan_tasks("p", PILOT_ATTEMPTS, SEED + 1),
-                                 PILOT_AT_ONCE, args.factor)
+                                 PILOT_AT_ONCE, factor)
             notes.append(f"quota {quota.name}: bound {bound:.1f} valid/h, serves {served} at once; pilot "
                          f"{PILOT_ATTEMPTS} attempts at {PILOT_AT_ONCE}: {pilot.valid_ended} valid, waits "
                          f"{pilot.wait_share:.1%}")
-            for setting, label in ((max(1, served // 2), "half"), (served, "at"), (2 * served, "twice"),
-                                   (4 * served, "four times"), (AUTO, "auto")):
-                run = run_campaign(root, f"{quota.name}-{setting}", quota, plans, setting, args.factor,
+            fixed = [(max(1, served // 2), "half"), (served, "at"), (2 * served, "twice"), (4 * served, "four times")]
+            fixed = [(count, label) for count, label in fixed if count <= quota.largest_multiple * served]
+            for setting, label in [*fixed, (AUTO, "auto")]:
+                run = run_campaign(root, f"{quota.name}-{setting}", quota, plans, setting, factor,
                                    ceiling=4 * served, pilot=root / f"{quota.name}-pilot", horizon=HORIZON)
                 name = f"{setting} ({label})" if setting != AUTO else f"auto (<= {4 * served})"
                 lines.append(row(quota, name, run, charged, unthrottled))
@@ -150,8 +160,9 @@ def main() -> int:
     return 0
 
 
-def quota_lines() -> str:
-    return "; ".join(quota.describe() + f" ({quota.stream_refusal} refusals)" for quota in QUOTAS)
+def quota_lines(quotas: list[QuotaSpec], factor: float | None) -> str:
+    return "; ".join(f"{quota.describe()} ({quota.stream_refusal} refusals, time 1:{factor or quota.factor:g})"
+                     for quota in quotas)
 
 
 if __name__ == "__main__":

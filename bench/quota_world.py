@@ -92,6 +92,12 @@ class QuotaSpec:
     resources: tuple[dict[str, int], ...]
     stream_refusal: Literal["http", "event"]
     """How a deployment over its limit refuses a streamed call: HTTP 429, or a 200 stream ending in an error."""
+    factor: float = 150.0
+    """Simulated seconds per real second for its campaigns: a quota that serves tens of attempts at once needs a
+    lower compression for this one process to answer their calls in a small part of a step."""
+    largest_multiple: int = 4
+    """The largest fixed setting its campaigns run, in multiples of the attempts it serves at once (four times
+    twenty attempts are more stand-ins than this one process answers in time)."""
 
     @property
     def tpm(self) -> int:

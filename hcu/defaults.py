@@ -170,7 +170,7 @@ class AdmissionDefaults(BaseModel):
     lower_hold_sec: float = Field(default=300.0, ge=0)
     """No lowering on waits sooner than this after the limit took effect: an attempt's demand grows over its
     minutes (its prompt carries every step), so a shorter window reads the few attempts in their late steps."""
-    raise_fraction: float = Field(default=0.1, ge=0)
+    raise_fraction: float = Field(default=0.15, ge=0)
     """A raise adds this fraction of the limit, at least one attempt."""
     lower_factor: float = Field(default=0.5, gt=0, lt=1)
     """The deepest one lowering on waits goes: to the attempts the quota served over the window, at most to this

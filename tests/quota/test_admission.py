@@ -52,7 +52,11 @@ def test_it_raises_while_the_limit_is_reached_without_waits_and_never_past_the_c
     limits = [first.limit]
     for _ in range(12):  # each time with as many attempts as the limit allows
         limits += [change.limit for change in signal.run(c, rule.raise_hold_sec, running=c.limit)]
-    assert limits == [3, 4, 5, 6, 7, 8, 9, 10], "a tenth of the limit, at least one, up to the ceiling"
+    assert limits == [3, 4, 5, 6, 7, 8, 9, 10], "at least one, up to the ceiling"
+    large, limits = controller(12, ceiling=30), []
+    for _ in range(12):
+        limits += [change.limit for change in signal.run(large, rule.raise_hold_sec, running=large.limit)]
+    assert limits == [13, 14, 16, 18, 20, 23, 26, 29, 30], "15% of the limit, rounded down, at least one"
 
 
 def test_no_growth_while_the_limit_is_not_reached():
