@@ -161,7 +161,7 @@ class StandInFleet(FreshRun):
                 attempt_id=str(attempt), agent="codex", model=MODEL, duration_sec=record.held_sec, phases=phases,
                 usage=usage, cost_usd=round(sum(c.cost_usd for c in record.calls), 6), rate_limit_resumes=resumes))
         except Exception as exc:  # a stand-in that breaks is the benchmark's fault: said at the end
-            record.outcome = f"crashed: {exc!r}"[:200]
+            record.ended_at, record.outcome = self.clock.now(), f"crashed: {exc!r}"[:200]  # its guest held no longer
         finally:
             with self.lock:
                 self.done.add(attempt.task_key)
