@@ -15,6 +15,7 @@ looks idle). With pinned resources (a relay in front), tasks get a resource name
 from __future__ import annotations
 
 import itertools
+import math
 import re
 from collections import Counter
 from collections.abc import Mapping
@@ -75,6 +76,8 @@ class Placement:
 
     upstream: Upstream
     pinned_resource: str | None = None
+    last_request: float = -math.inf
+    """When the task last asked for it (monotonic; never, for one restored from the token log)."""
 
     @property
     def resource(self) -> str:
@@ -88,9 +91,6 @@ class Pool:
     pin_resources: list[str] = field(default_factory=list)
     placements: dict[str, Placement] = field(default_factory=dict)
     clock: Clock = SYSTEM_CLOCK
-    active_sec: float = GATEWAY.placement_active_sec
-    last_request: dict[str, float] = field(default_factory=dict)
-    """Per task: when it last asked for a placement (monotonic)."""
 
     def __post_init__(self) -> None:
         self._pins = itertools.cycle(self.pin_resources) if self.pin_resources else None
@@ -104,7 +104,7 @@ class Pool:
             placement = self.placements[task] = Placement(self._best(self.upstreams, now), pin)
         elif placement.upstream.cooling(now) and not continues_state:
             self.move(task, placement)
-        self.last_request[task] = now
+        placement.last_request = now
         return placement
 
     def restore(self, task: str, resource: str, deployment: str | None) -> None:
@@ -134,8 +134,8 @@ class Pool:
         remaining tokens last seen."""
         on_upstream: Counter[str] = Counter()
         on_resource: Counter[str] = Counter()
-        for task, placement in self.placements.items():
-            if now - self.last_request.get(task, -float("inf")) < self.active_sec:
+        for placement in self.placements.values():
+            if now - placement.last_request < GATEWAY.placement_active_sec:
                 on_upstream[placement.upstream.label] += 1
                 on_resource[placement.upstream.resource] += 1
         return max(candidates, key=lambda u: (not u.cooling(now), -on_resource[u.resource], -on_upstream[u.label],
