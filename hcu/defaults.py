@@ -71,6 +71,33 @@ class GuestDefaults(BaseModel):
 
 GUEST = GuestDefaults()
 
+GuestStart = Literal["snapshot", "cold"]
+KeepFinalDesktop = Literal["none", "zeros", "all"]
+
+
+class GuestStateDefaults(BaseModel):
+    """Snapshot starts and kept final desktops (hcu.osworld.guest_state; docs/guests.md has the sizes)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    guest_start: GuestStart = "snapshot"
+    """A QEMU guest restores a ready snapshot of its configuration (built on first use) instead of booting; a guest
+    that cannot is booted, and meta.json says why."""
+    keep_final_desktop: KeepFinalDesktop = "zeros"
+    """Keep the desktop of attempts that did not score (0, or withheld): the ones a fixed evaluator or a person
+    looks at again."""
+    keep_budget_gb: float = 100.0
+    """Disk one run's kept desktops may take (a QEMU desktop of a 4G guest takes a few hundred MB)."""
+    min_free_disk_gb: float = 5.0
+    """No desktop or snapshot is saved onto a disk with less free space than this."""
+    save_timeout_sec: float = 300.0
+    """Longest a save (of a final desktop, or of a snapshot's warm-up) may hold the guest."""
+    snapshot_dir: str = "snapshots"
+    """The snapshot cache under the host's state dir (`snapshot_cache` moves it)."""
+
+
+GUEST_STATE = GuestStateDefaults()
+
 
 class SetupDefaults(BaseModel):
     model_config = ConfigDict(frozen=True)

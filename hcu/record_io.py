@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TypeVar
 
 import orjson
+from filelock import FileLock
 from pydantic import BaseModel, ConfigDict
 
 
@@ -34,6 +35,22 @@ def sha256_of_file(path: Path) -> str:
         while chunk := f.read(HASH_CHUNK_BYTES):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def file_sha256(path: Path, cache_path: Path) -> str:
+    """sha256 of a (possibly 25 GB) file, read in chunks and cached by (path, size, mtime)."""
+    stat = path.stat()
+    key = f"{path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}"
+    with FileLock(str(cache_path) + ".lock"):
+        cache = orjson.loads(cache_path.read_bytes()) if cache_path.exists() else {}
+        if key in cache:
+            return str(cache[key])
+    digest = sha256_of_file(path)
+    with FileLock(str(cache_path) + ".lock"):
+        cache = orjson.loads(cache_path.read_bytes()) if cache_path.exists() else {}
+        cache[key] = digest
+        write_json(cache_path, cache)
+    return digest
 
 
 def write_atomic(path: Path, data: bytes) -> None:

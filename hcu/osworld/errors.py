@@ -19,6 +19,7 @@ of them. Only `hcu.osworld.attempt.failures` turns the tree into failure classes
     ├── PhaseError                      a failure a phase decided, carrying its class
     │   ├── GuestError                  guest
     │   │   ├── DockerEngineError       guest.docker_engine: the engine refused a call or did not answer
+    │   │   ├── MonitorError            guest.monitor: QEMU's monitor refused a command or did not answer
     │   │   └── GuestMemoryError        guest_memory
     │   ├── SetupError                  setup
     │   │   └── AppMissing              attempt.app_check
@@ -48,6 +49,7 @@ of them. Only `hcu.osworld.attempt.failures` turns the tree into failure classes
     ├── SweepUnreadable                 canary.sweep_file: a folder that is not a canary sweep's
     ├── SummaryError                    summary.run_summary
     ├── SummaryUnreadable               summary.model: a summary.json that does not read
+    ├── RegradeRefused                  regrading.run: a run, task or selection without a kept desktop
     ├── RunDirError                     view.data
     ├── ExportError                     view.export
     ├── ExportRefused                   evidence.export_folder: an output folder that is not an earlier export

@@ -17,7 +17,16 @@ from pydantic import Field, model_validator
 
 from hcu import REPO_ROOT
 from hcu.computer_use.channels import DEFAULT_CHANNELS
-from hcu.defaults import ASSET_CACHE_DIR, BENCHMARKS, GUEST, SETUP, BenchmarkVersion
+from hcu.defaults import (
+    ASSET_CACHE_DIR,
+    BENCHMARKS,
+    GUEST,
+    GUEST_STATE,
+    SETUP,
+    BenchmarkVersion,
+    GuestStart,
+    KeepFinalDesktop,
+)
 from hcu.flags import Settings
 from hcu.gateway.descriptors import PROVIDERS
 from hcu.osworld.agents import AgentName, agent_cli
@@ -54,6 +63,11 @@ class GuestSettings(Settings):
     guest_docker_image: str = Field(default=GUEST.qemu_docker_image, min_length=1)
     """The container image that boots guest_image with QEMU: the official one, or a local stand-in with its
     contract (`make qemu-guest`); pulled when absent, then pinned by digest (or image id)."""
+    guest_start: GuestStart = GUEST_STATE.guest_start
+    """snapshot: a QEMU guest restores this host's ready snapshot of its configuration (saved on first use) instead
+    of booting, and boots when it cannot (meta.json says why); cold: every guest boots."""
+    snapshot_cache: Path | None = None
+    """Where this host keeps its guest snapshots; default snapshots/ in hcu's state dir."""
 
     @model_validator(mode="after")
     def _one_guest(self) -> GuestSettings:
@@ -70,6 +84,7 @@ class GuestSettings(Settings):
         version = BENCHMARKS[benchmark_version]
         return {
             "guest_image": self.guest_image.expanduser().resolve() if self.guest_image else None,
+            "snapshot_cache": self.snapshot_cache.expanduser().resolve() if self.snapshot_cache else None,
             "test_desktop": self.test_desktop_image,
             "volume_size": self.volume_size or version.volume_size,
             "client_password": version.client_password if self.client_password is None else self.client_password,
@@ -152,6 +167,14 @@ class LimitSettings(TimeoutSettings):
     """Wait after the agent's last action before evaluating, as OSWorld's own runner does."""
 
 
+class KeepSettings(Settings):
+    keep_final_desktop: KeepFinalDesktop = GUEST_STATE.keep_final_desktop
+    """Keep the final desktop (saved after settle, before the evaluator reads it) beside the results, to regrade
+    it or open it later without the agent: none, zeros (attempts that did not score above 0), or all."""
+    keep_final_desktop_budget_gb: float = Field(default=GUEST_STATE.keep_budget_gb, ge=0)
+    """Disk all of one run's kept desktops may take; past it a desktop is not kept (meta.json says so)."""
+
+
 class CostSettings(Settings):
     prices: dict[str, ModelPrice] | None = None
     """Per model the run uses, its price (JSON: {"<model>": {"input_usd_per_mtok": ..., ...}}): an attempt's
@@ -185,8 +208,8 @@ class GatewaySettings(Settings):
     attempt's scope secret, so no other guest can use, read or end this attempt's scope. Created when missing."""
 
 
-class AttemptSettings(CostSettings, GatewaySettings, LimitSettings, AgentSettings, SetupSettings, OSWorldSettings,
-                      AssetSettings, GuestSettings, TaskSettings):
+class AttemptSettings(CostSettings, KeepSettings, GatewaySettings, LimitSettings, AgentSettings, SetupSettings,
+                      OSWorldSettings, AssetSettings, GuestSettings, TaskSettings):
     """Everything one attempt runs with, apart from which task it is and where its results go."""
 
     @model_validator(mode="after")
@@ -229,7 +252,7 @@ class AttemptSettings(CostSettings, GatewaySettings, LimitSettings, AgentSetting
         }
         if self.guest_image is not None:
             updates["guest_image"] = absolute(base, self.guest_image)
-        for key in ("tasks_dir", "token_log", "scope_key_file"):
+        for key in ("tasks_dir", "token_log", "scope_key_file", "snapshot_cache"):
             value = getattr(self, key)
             updates[key] = None if value is None else absolute(base, value)
         # not resolved: a venv's python is a symlink to the base interpreter, which lacks the venv's packages; and

@@ -17,11 +17,16 @@
 #   ports          5000 (in-guest API), 9222 (CDP), 8080 (VLC) forwarded to the guest; 8006 the VM's screen
 #                  over VNC-on-WebSocket
 #   CPU_MODEL      QEMU -cpu (default qemu64: what nested KVM on hcu's CI machine accepts)
+#   ARGUMENTS      extra QEMU parameters, appended last to its command line (word-split), as in qemus/qemu:
+#                  hcu passes a QMP socket (-qmp unix:...) and, to restore a saved state, -incoming defer
+#   /boot.qcow2    when it exists already (a file bind-mounted there), it is the disk that boots: hcu's own
+#                  per-attempt overlay, so the guest's writes land in a host file it can keep
 set -euo pipefail
 : "${RAM_SIZE:=1G}" "${CPU_CORES:=1}" "${DISK_SIZE:=16G}" "${KVM:=Y}" "${CPU_MODEL:=qemu64}"
 storage=/storage
 guest_ip=20.20.20.21
 bridge_ip=20.20.20.1
+bridge_mac=52:54:00:20:20:01
 forwarded_ports=5000,9222,8080
 
 ram_spare=500000000  # what the official image keeps free beside RAM_SIZE
@@ -83,7 +88,8 @@ nat_network() {
     mknod /dev/net/tun c 10 200 2>/dev/null || nat_error "cannot create /dev/net/tun: add --cap-add NET_ADMIN" \
       || return 1
   fi
-  ip link add dev hcubr0 type bridge 2>/dev/null \
+  # A fixed address for the guest's gateway: a guest restored from a saved state keeps the neighbour it had
+  ip link add dev hcubr0 address "$bridge_mac" type bridge 2>/dev/null \
     || nat_error "cannot create the guest's bridge: add --cap-add NET_ADMIN" || return 1
   ip address add "$bridge_ip/24" dev hcubr0 && ip link set hcubr0 up && ip tuntap add dev hcutap0 mode tap \
     && ip link set hcutap0 master hcubr0 up || return 1
@@ -116,6 +122,7 @@ fi
 # emulates OVMF's code from ROM and fails on its first FPU instruction.
 check_memory  # again, as the official image does just before QEMU
 say "booting /System.qcow2: accel=$accel cpu=$CPU_MODEL cores=$CPU_CORES ram=$RAM_SIZE data disk=$DISK_SIZE"
+read -ra extra_arguments <<<"${ARGUMENTS:-}"
 # The VM's serial console is this container's log (the guest prints DESKTOP_READY there).
 exec qemu-system-x86_64 -name hcu-guest -nodefaults -no-user-config \
   -machine q35,accel="$accel" -cpu "$CPU_MODEL" -smp "$CPU_CORES" -m "$RAM_SIZE" \
@@ -128,4 +135,4 @@ exec qemu-system-x86_64 -name hcu-guest -nodefaults -no-user-config \
   -device virtio-rng-pci \
   -vga std -display none -vnc 0.0.0.0:0,websocket=8006 \
   -chardev stdio,id=console,signal=off -serial chardev:console \
-  -monitor none
+  -monitor none "${extra_arguments[@]}"

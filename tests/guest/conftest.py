@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,7 +18,9 @@ from hcu import REPO_ROOT
 from hcu.osworld.guest.docker_engine import docker_client
 from hcu.osworld.guest.lifecycle import Guest, GuestSpec, remove_guest, start_guest
 from hcu.osworld.guest.removal import cleanup
+from hcu.osworld.guest_state.snapshots import SnapshotCache, SnapshotEntry
 from hcu.osworld.records.identity import AttemptId
+from tests.session import unique_run_id
 
 TEST_DESKTOP_IMAGE = os.environ.get("HCU_TEST_DESKTOP_IMAGE", "hcu-test-desktop:latest")
 """The image under test (another tag while a change to it is being built)."""
@@ -52,6 +55,28 @@ def qemu_guest_disk() -> Path:
     if not QEMU_GUEST_DISK.is_file():
         pytest.fail(f"{QEMU_GUEST_DISK} is missing: build it with `make qemu-guest`", pytrace=False)
     return QEMU_GUEST_DISK
+
+
+QEMU_GUEST = {"docker_image": QEMU_RUNNER_IMAGE, "volume_size_gb": 64, "ram_size": "2G"}
+"""The QEMU stand-in's configuration in every test (run_task's cores): one snapshot serves them all."""
+SNAPSHOT_BUILD_SEC = 1200.0
+"""The warm-up boot under TCG on a busy 2-core machine, with the save."""
+
+
+def qemu_spec(disk: Path) -> GuestSpec:
+    return GuestSpec(kind="qemu", image=str(disk), **QEMU_GUEST)
+
+
+@pytest.fixture(scope="session")
+def qemu_snapshot(qemu_guest_disk: Path) -> SnapshotEntry:
+    """This session's snapshot of the QEMU stand-in, in the session's state dir, built at its first use: its
+    warm-up is the session's one boot of the stand-in from nothing (the cold path, readiness and growth included);
+    every other QEMU guest of the session, run_task's and the canary's among them, restores it."""
+    lookup = SnapshotCache().ensure(qemu_spec(qemu_guest_disk), AttemptId(
+        run_id=unique_run_id("snapshot"), task_id="session", attempt=1), deadline=time.monotonic() + SNAPSHOT_BUILD_SEC)
+    if lookup.entry is None:
+        pytest.fail(f"the QEMU stand-in's snapshot could not be made: {lookup.reason}", pytrace=False)
+    return lookup.entry
 
 
 @pytest.fixture

@@ -22,6 +22,7 @@ from hcu.osworld.guest import ports as port_leases
 from hcu.osworld.guest.api import GuestAPIError
 from hcu.osworld.guest.docker_engine import docker_client
 from hcu.osworld.guest.host import HOST_PROC_ENV
+from hcu.osworld.guest.kinds import GuestFiles, SavedDesktop
 from hcu.osworld.guest.lifecycle import (
     BootRecord,
     Guest,
@@ -33,7 +34,8 @@ from hcu.osworld.guest.lifecycle import (
     remove_guest,
     start_guest,
 )
-from hcu.osworld.guest.overlay import check_image, image_info
+from hcu.osworld.guest.machine_state import SavedMachine
+from hcu.osworld.guest.overlay import check_image, create_overlay, image_info, remove_overlay
 from hcu.osworld.guest.readiness import check_sudo, grow_filesystem, is_blank
 from hcu.osworld.records.identity import AttemptId
 from tests.guest.host_files import host_proc
@@ -329,19 +331,22 @@ def test_guest_spec_is_strict() -> None:
 
 def test_qemu_container_config(make_qcow2: MakeQcow2, tmp_path: Path) -> None:
     base = make_qcow2("base.qcow2", "1G")
+    overlay = create_overlay(base, tmp_path / "o.qcow2", "o", {})
     attempt = AttemptId(run_id="r", task_id="t", attempt=2)
     spec = GuestSpec(kind="qemu", image=str(base), volume_size_gb=1, ram_size="8G", cpu_cores=2)
     ports = GuestPorts(api=20000, cdp=20001, vnc=20002, vlc=20003)
     pinned = "happysixd/osworld-docker@sha256:" + "0" * 64
-    config = container_config(
-        spec, attempt, image=pinned, ports=ports, host="172.17.0.1", overlay=tmp_path / "o.qcow2"
-    )
+    files = GuestFiles(overlay=overlay, control_dir=tmp_path / "control")
+    config = container_config(spec, attempt, image=pinned, ports=ports, host="172.17.0.1", files=files)
     assert spec.container_image == "happysixd/osworld-docker"
     assert config["image"] == pinned and config["name"] == "hcu-r-t-2"
     assert config["labels"] == attempt.labels()
     assert config["devices"] == ["/dev/kvm:/dev/kvm:rwm"] and config["cap_add"] == ["NET_ADMIN"]
-    assert config["environment"] == {"RAM_SIZE": "8G", "CPU_CORES": "2", "DISK_SIZE": "1G"}, (
-        "the official image's password is the one in its qcow2: no CLIENT_PASSWORD")
+    assert config["environment"] == {
+        "RAM_SIZE": "8G", "CPU_CORES": "2", "DISK_SIZE": "1G",
+        "ARGUMENTS": "-qmp unix:/hcu-control/qmp.sock,server=on,wait=off"}, (
+        "the official image's password is the one in its qcow2: no CLIENT_PASSWORD; QEMU's monitor on the "
+        "control folder, through qemus/qemu's ARGUMENTS")
     assert config["ports"] == {
         "5000/tcp": ("172.17.0.1", 20000),
         "9222/tcp": ("172.17.0.1", 20001),
@@ -350,17 +355,48 @@ def test_qemu_container_config(make_qcow2: MakeQcow2, tmp_path: Path) -> None:
     }
     assert config["volumes"] == {
         "hcu-r-t-2-storage": {"bind": "/storage", "mode": "rw"},
-        str(tmp_path / "o.qcow2"): {"bind": "/System.qcow2", "mode": "rw"},
+        str(overlay): {"bind": "/System.qcow2", "mode": "rw"},
+        str(tmp_path / "control"): {"bind": "/hcu-control", "mode": "rw"},
         str(base): {"bind": str(base), "mode": "ro"},
     }
+
+
+def test_a_restored_qemu_guest_waits_for_its_state_and_mounts_every_image_read_only(
+        make_qcow2: MakeQcow2, tmp_path: Path) -> None:
+    """A guest restored from a saved machine: QEMU starts with `-incoming defer`, the state's folder and every
+    image under the overlay are mounted read-only (the saved disk, the image under it), nothing of them writable."""
+    base = make_qcow2("base.qcow2", "1G")
+    saved_dir = tmp_path / "saved"
+    saved_dir.mkdir()
+    saved_disk = create_overlay(base, saved_dir / "disk.qcow2", "saved", {})
+    (saved_dir / "state.zst").write_bytes(b"")
+    machine = SavedMachine(state_file=saved_dir / "state.zst", disk=saved_disk, backing=base, qemu_version="7.2.22",
+                           bytes=0, seconds=0.0)
+    restore = SavedDesktop(kind="qemu", machine=machine, holds=["memory"], bytes=0, seconds=0.0)
+    spec = GuestSpec(kind="qemu", image=str(base), volume_size_gb=1)
+    files = spec.guest_kind.create_files(spec, "restored", {"hcu.run_id": "r"}, tmp_path / "work", restore=restore,
+                                         save_dir=tmp_path / "keep")
+    below = files.overlay.with_name("restored.below.qcow2")
+    assert files.overlay.parent == tmp_path / "work" and below.stat().st_ino == saved_disk.stat().st_ino, (
+        "the overlay stands on a link of its own to the saved disk")
+    options = spec.guest_kind.container_options(spec, files)
+    assert options.environment["ARGUMENTS"].endswith(" -incoming defer")
+    assert options.volumes[str(saved_dir)] == {"bind": "/hcu-restore", "mode": "ro"}
+    assert options.volumes[str(tmp_path / "keep")] == {"bind": "/hcu-save", "mode": "rw"}
+    for image in (below, base):
+        assert options.volumes[str(image)] == {"bind": str(image), "mode": "ro"}
+    assert [v["bind"] for v in options.volumes.values() if v["mode"] == "rw"] == [
+        "/System.qcow2", "/hcu-control", "/hcu-save"]
+    remove_overlay("restored")
+    assert not below.exists() and saved_disk.exists(), "the link goes with the overlay, the saved disk stays"
 
 
 def test_test_desktop_config_asks_for_no_device_or_capability() -> None:
     spec = GuestSpec(kind="test-desktop", image="hcu-test-desktop:latest", client_password="pw")
     ports = GuestPorts(api=1, cdp=2, vnc=3, vlc=4)
     config = container_config(
-        spec, AttemptId(run_id="r", task_id="t", attempt=1), image="sha256:abc", ports=ports, host="h", overlay=None
-    )
+        spec, AttemptId(run_id="r", task_id="t", attempt=1), image="sha256:abc", ports=ports, host="h",
+        files=GuestFiles())
     assert config["image"] == "sha256:abc" and config["environment"]["CLIENT_PASSWORD"] == "pw"
     assert "devices" not in config and "cap_add" not in config
 

@@ -25,7 +25,8 @@ from tests.session import unique_run_id
 
 pytestmark = [pytest.mark.docker, pytest.mark.kvm, pytest.mark.artifacts, pytest.mark.timeout(1800)]
 
-PHASES = ["load", "boot", "isolate", "upload", "probe", "setup", "agent", "settle", "evaluate", "collect", "cleanup"]
+PHASES = ["load", "boot", "isolate", "upload", "probe", "setup", "agent", "settle", "save desktop", "evaluate",
+          "collect", "cleanup"]
 RENAME = [  # a look at the VM's screen, then the rename through the code channel (no GUI timing under TCG)
     {"tool": "screenshot", "arguments": {"max_width": 640}},
     {"tool": "run_shell", "arguments": {"command": "mv ~/Desktop/todo_list_Jan_1 ~/Desktop/todo_list_Jan_2"}},

@@ -9,7 +9,8 @@ import orjson
 import pytest
 
 from hcu.osworld.queue.config import load_config
-from hcu.osworld.queue.manifest import ManifestMismatch, file_sha256, record_start
+from hcu.osworld.queue.manifest import ManifestMismatch, record_start
+from hcu.record_io import file_sha256
 
 TASK = '{"id": "t1", "instruction": "do it", "config": [], "evaluator": {"func": "exact_match"}}'
 

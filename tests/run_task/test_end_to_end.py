@@ -21,8 +21,8 @@ from tests.run_task.conftest import (
 
 pytestmark = [pytest.mark.docker, pytest.mark.artifacts]
 AGENTS = ["codex", "claude-code", "gemini-cli", "grok-build"]
-PHASES = ["load", "boot", "isolate", "upload", "probe", "setup", "agent", "settle", "evaluate", "collect",
-          "cleanup"]
+PHASES = ["load", "boot", "isolate", "upload", "probe", "setup", "agent", "settle", "save desktop", "evaluate",
+          "collect", "cleanup"]
 
 
 @pytest.mark.parametrize("agent", AGENTS)

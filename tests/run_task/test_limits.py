@@ -103,7 +103,7 @@ def test_upstream_failures_end_the_attempt_as_an_upstream_error_without_a_resume
     assert failed and not any(row["counted"] for row in run.token_rows())
     assert [p.name for p in sorted(run.result_dir.glob("phase-agent-turn-*-events.jsonl"))] == [
         "phase-agent-turn-1-events.jsonl"], "the session was not resumed"
-    assert [p.name for p in r.phases if p.status == "skipped"] == ["settle", "evaluate"]
+    assert [p.name for p in r.phases if p.status == "skipped"] == ["settle", "save desktop", "evaluate"]
 
 
 def test_a_gateway_with_another_budget_stops_the_attempt_before_any_model_call(run_task: RunFn) -> None:

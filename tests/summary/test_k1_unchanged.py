@@ -35,7 +35,8 @@ def test_a_run_directory_from_before_repeats_summarizes_unchanged(tmp_path: Path
     assert changed_values(before, summary) == []
     assert set(summary) - set(before) == {"schema_version", "repeats", "repeat_policy", "per_task", "pass_at_k",
                                           "pass_hat_k", "run_to_run_sd", "task_list_sd", "cluster_bootstrap_ci95",
-                                          "cost_usd", "cost_per_valid_result_usd", "wasted", "rate_limit_waits"}
+                                          "cost_usd", "cost_per_valid_result_usd", "wasted", "rate_limit_waits",
+                                          "regraded"}
     assert set(summary["retried"]) - set(before["retried"]) == {"cost_usd"}
     now = rows(run_dir / "summary" / "tasks.csv")
     then = rows(DATA / "k1-tasks.csv")

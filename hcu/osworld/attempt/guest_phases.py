@@ -10,6 +10,7 @@ call starts a fresh one).
 from __future__ import annotations
 
 import logging
+import time
 from concurrent.futures import Future, wait
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +22,9 @@ from hcu.osworld.attempt.background import in_background
 from hcu.osworld.attempt.failures import Failure
 from hcu.osworld.attempt.meta import AttemptMeta, GuestRecord, OSWorldRecord
 from hcu.osworld.attempt.runner import PhaseLog
+from hcu.osworld.guest.kinds import SavedDesktop
 from hcu.osworld.guest.lifecycle import BootRecord, Guest, GuestSpec, remove_guest, start_guest
+from hcu.osworld.guest_state import start as guest_start
 from hcu.osworld.osworld_bridge.assets import AssetCache
 from hcu.osworld.osworld_bridge.evaluate import EvalResult, ensure_evaluator_loads, evaluate
 from hcu.osworld.osworld_bridge.process import OSWorldProcess, resolve_python
@@ -60,6 +63,10 @@ class AttemptState:
     """What ended the attempt, for the closing phases (the runner sets it before they run)."""
     warming: Future[None] | None = None
     """OSWorld's code loading in the OSWorld process while the guest boots (and the task's evaluator checked)."""
+    save_dir: Path | None = None
+    """Where the guest's final desktop may be saved (None: it is not kept)."""
+    saved_desktop: SavedDesktop | str | None = None
+    """The final desktop as saved before the evaluator read the guest, or why it was not."""
     meta: AttemptMeta = field(init=False)
 
     def __post_init__(self) -> None:
@@ -92,31 +99,54 @@ def load(state: AttemptState) -> None:
 
 
 def boot(state: AttemptState) -> None:
-    spec = GuestSpec.for_settings(state.settings)
+    """The guest, restored from this host's snapshot of its configuration or booted (guest_start), ready."""
+    s = state.settings
+    spec = GuestSpec.for_settings(s)
     state.meta.guest = GuestRecord(spec=spec.model_dump(mode="json", exclude={"client_password"}))
     boot = BootRecord()
     try:
-        state.guest = start_guest(spec, state.attempt, work_dir=state.guest_dir,
-                                  boot_timeout_sec=state.boot_timeout_sec, boot=boot,
-                                  progress_file=state.result_dir / "progress.json")  # where a memory wait shows
+        state.guest, start = guest_start.start(
+            spec, state.attempt, asked=s.guest_start, cache_dir=s.snapshot_cache, work_dir=state.guest_dir,
+            deadline=time.monotonic() + state.boot_timeout_sec, boot=boot, save_dir=state.save_dir,
+            progress_file=state.result_dir / "progress.json")  # where a memory wait shows
     except BaseException:  # where the boot stopped
         state.meta.guest.readiness, state.meta.guest.console_log = list(boot.readiness), boot.console_log
         raise
     g = state.guest
     state.meta.guest = GuestRecord(spec=state.meta.guest.spec, container_id=g.container_id, host=g.host,
-                                   ports=g.ports, container_image=g.container_image, readiness=list(g.readiness))
+                                   ports=g.ports, container_image=g.container_image, readiness=list(g.readiness),
+                                   start=start)
+
+
+def restore(state: AttemptState, saved: SavedDesktop) -> None:
+    """The guest started from a saved desktop instead of booting (a kept final desktop regraded or opened)."""
+    spec = GuestSpec.for_settings(state.settings)
+    state.meta.guest = GuestRecord(spec=spec.model_dump(mode="json", exclude={"client_password"}))
+    boot = BootRecord()
+    try:
+        state.guest = start_guest(spec, state.attempt, work_dir=state.guest_dir, boot=boot, restore=saved,
+                                  boot_timeout_sec=state.boot_timeout_sec,
+                                  progress_file=state.result_dir / "progress.json")
+    finally:
+        state.meta.guest.readiness, state.meta.guest.console_log = list(boot.readiness), boot.console_log
+
+
+def open_osworld(state: AttemptState) -> None:
+    """OSWorld's process opened on the guest once its evaluator checked (a task that can never be scored spends
+    nothing more)."""
+    assert state.osworld is not None and state.guest is not None and state.assets is not None
+    assert state.warming is not None
+    state.warming.result()
+    hello = open_on_guest(state.osworld, state.guest, state.cache_dir, offline_assets=state.assets.offline)
+    state.meta.osworld = OSWorldRecord(python=hello["python"], desktop_env=hello["desktop_env"], hcu=hello["hcu"])
 
 
 def setup(state: AttemptState) -> None:
-    """OSWorld's process opened on the guest, the task's evaluator checked (a task that can never be scored
-    spends nothing more), then the task's setup, strict, each step under its deadline and followed by the
-    application check."""
+    """OSWorld's process opened on the guest, then the task's setup, strict, each step under its deadline and
+    followed by the application check."""
     s, task, osworld = state.settings, state.task, state.osworld
     assert task is not None and osworld is not None and state.guest is not None and state.assets is not None
-    assert state.warming is not None
-    state.warming.result()  # a task that can never be scored spends nothing more
-    hello = open_on_guest(osworld, state.guest, state.cache_dir, offline_assets=state.assets.offline)
-    state.meta.osworld = OSWorldRecord(python=hello["python"], desktop_env=hello["desktop_env"], hcu=hello["hcu"])
+    open_osworld(state)
     try:
         state.meta.setup_steps = run_setup(
             osworld, task, password=state.guest.spec.client_password, cache_dir=state.cache_dir,

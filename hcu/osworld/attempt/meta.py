@@ -18,6 +18,8 @@ from hcu.osworld.evidence.recording import RecordingReport
 from hcu.osworld.guest.container_image import ContainerImage
 from hcu.osworld.guest.ports import GuestPorts
 from hcu.osworld.guest.readiness import ReadinessStep
+from hcu.osworld.guest_state.kept import FinalDesktopRecord
+from hcu.osworld.guest_state.start import StartRecord
 from hcu.osworld.osworld_bridge.setup import SetupStepRecord
 from hcu.record_io import Record
 
@@ -58,6 +60,8 @@ class GuestRecord(BaseModel):
     """Each readiness step; when the boot failed, the last one is where it stopped."""
     console_log: str | None = None
     """The guest's log tail (the VM's serial console) kept when it never became ready."""
+    start: StartRecord | None = None
+    """How the guest started: restored from a snapshot or booted cold, and why cold when a snapshot was asked."""
 
 
 class ArtifactRecord(BaseModel):
@@ -105,3 +109,6 @@ class AttemptMeta(Record):
     """Why trajectory.json could not be written, when it could not."""
     trajectory: TrajectoryReport | None = None
     """Whether trajectory.json was written (and how many of its steps are the agent's), or why not."""
+    final_desktop: FinalDesktopRecord | None = None
+    """Whether the final desktop (saved after settle, before the evaluator) was kept, where and its size, or why
+    not."""

@@ -1,7 +1,8 @@
 """One attempt of one OSWorld task, end to end, in a fresh guest (what `python -m hcu.osworld.run_task` runs).
 
 The attempt runner (runner.py) with this phase list: load, boot, isolate, upload and then probe (both alongside
-setup), setup, agent, settle, evaluate, then collect and cleanup whatever happened. Boot, setup, probe, agent and
+setup), setup, agent, settle, save desktop (the final desktop saved before the evaluator reads it), evaluate, then
+collect (with the saved desktop kept or let go) and cleanup whatever happened. Boot, setup, probe, agent and
 evaluate each end at `timeout_seconds` with their own timeout type. result.json and meta.json are always written
 and the guest is always removed.
 """
@@ -21,6 +22,9 @@ from hcu.osworld.attempt.options import RunTaskOptions
 from hcu.osworld.attempt.runner import Phase, PhaseLog, run_phases
 from hcu.osworld.errors import BootTimeout, EvaluationTimeout, ProbeTimeout, SetupTimeout, counted_score
 from hcu.osworld.guest.bridge import bridge_address
+from hcu.osworld.guest.kinds import SavedDesktop
+from hcu.osworld.guest_state import kept
+from hcu.osworld.guest_state.snapshots import image_sha256
 from hcu.osworld.records.identity import AttemptId
 from hcu.osworld.records.interrupts import StopSignals
 from hcu.osworld.records.layout import LEASE_FILE, META_FILE, RESULT_FILE
@@ -37,11 +41,45 @@ def _load(state: AgentAttempt) -> None:
     state.settings = state.settings.resolved(Path.cwd(), bridge_address)
     guest.load(state)
     agent.render_agent(state)
+    state.save_dir = kept.save_dir(state.result_dir, state.settings.keep_final_desktop, state.attempt)
+
+
+def _save_desktop(state: AgentAttempt) -> None:
+    """The final desktop as the evaluator will find it (never fails the attempt: what went wrong is its record)."""
+    assert state.guest is not None
+    s = state.settings
+    state.saved_desktop = kept.save(state.guest, state.save_dir, s.keep_final_desktop,
+                                    s.keep_final_desktop_budget_gb)
 
 
 def _evaluate(state: AgentAttempt) -> None:
     assert state.outcome is not None
     guest.score(state, last_action=state.outcome.last_action, deadline_sec=state.settings.timeout_seconds)
+
+
+def _collect(state: AgentAttempt) -> None:
+    """The saved desktop kept (desktop.json beside it) or let go, by keep_final_desktop and the attempt's score;
+    then the attempt's usage and evidence."""
+    _keep(state)
+    agent.collect(state)
+
+
+def _keep(state: AgentAttempt) -> None:
+    s, outcome, task = state.settings, state.outcome, state.task
+    saved = state.saved_desktop
+    record = None
+    if isinstance(saved, SavedDesktop) and task is not None and outcome is not None:
+        record = kept.KeptDesktop(
+            attempt_id=str(state.attempt), task_id=state.attempt.task_id, kind=saved.kind, saved=saved,
+            base_image=str(s.guest_image) if s.guest_image else None,
+            base_sha256=image_sha256(s.guest_image) if s.guest_image else None, task_sha256=task.sha256,
+            evaluator_sha256=kept.evaluator_sha256(task), last_action=outcome.last_action,
+            termination_reason=outcome.termination_reason, kept_at=time.time())
+    failure = state.failure.classification if state.failure else None
+    evaluated = state.evaluation.score if state.evaluation else None
+    score = counted_score(failure, outcome.termination_reason if outcome else None, evaluated)
+    state.meta.final_desktop = kept.finish(state.save_dir, saved, attempt=state.attempt, mode=s.keep_final_desktop,
+                                           budget_gb=s.keep_final_desktop_budget_gb, score=score, kept=record)
 
 
 PHASES: list[Phase[AgentAttempt]] = [
@@ -57,10 +95,11 @@ PHASES: list[Phase[AgentAttempt]] = [
     # overrun); then the upload, done by then, with its own failure if it had one.
     Phase("agent", agent.agent, failure="agent", needs=("probe", "upload")),  # its own limits, extended by waits
     Phase("settle", agent.settle, skip=agent.not_scored),
+    Phase("save desktop", _save_desktop, skip=agent.not_scored),
     Phase("evaluate", _evaluate, failure="evaluator", overrun=EvaluationTimeout, deadline_sec=_timeout,
           skip=agent.not_scored),
 ]
-CLOSING: list[Phase[AgentAttempt]] = [Phase("collect", agent.collect), Phase("cleanup", guest.cleanup)]
+CLOSING: list[Phase[AgentAttempt]] = [Phase("collect", _collect), Phase("cleanup", guest.cleanup)]
 
 
 def run_task(opts: RunTaskOptions, stops: StopSignals | None = None) -> TaskResult:

@@ -23,6 +23,7 @@ import docker.errors
 import requests
 
 from hcu.defaults import GUEST
+from hcu.osworld.guest import control as controls
 from hcu.osworld.guest import memory, readiness
 from hcu.osworld.guest import overlay as overlays
 from hcu.osworld.guest import ports as port_leases
@@ -31,7 +32,7 @@ from hcu.osworld.guest.bridge import bridge_address
 from hcu.osworld.guest.console import ContainerWatch
 from hcu.osworld.guest.container_image import ContainerImage
 from hcu.osworld.guest.docker_engine import docker_client, engine_calls
-from hcu.osworld.guest.kinds import GuestKind, GuestSpec
+from hcu.osworld.guest.kinds import GuestFiles, GuestKind, GuestSpec, SavedDesktop
 from hcu.osworld.guest.ports import CONTAINER_PORTS, GuestPorts
 from hcu.osworld.guest.progress import WaitNote
 from hcu.osworld.guest.readiness import Readiness, ReadinessStep
@@ -56,13 +57,21 @@ class Guest:
     host: str
     ports: GuestPorts
     api: GuestAPI
-    overlay: Path | None
+    files: GuestFiles
     container_image: ContainerImage
     """The image the container runs, pinned by digest or id."""
     readiness: list[ReadinessStep] = field(default_factory=list)
 
     def api_url(self) -> str:
         return f"http://{self.host}:{self.ports.api}"
+
+    @property
+    def overlay(self) -> Path | None:
+        return self.files.overlay
+
+    def save_desktop(self, *, timeout_sec: float) -> SavedDesktop:
+        """Save this guest's desktop as it is now (the kind says what that holds); it goes on running."""
+        return self.spec.guest_kind.save_desktop(self, self.attempt.labels(), timeout_sec=timeout_sec)
 
 
 @dataclass
@@ -86,12 +95,12 @@ def volume_name(name: str) -> str:
 
 
 def container_config(
-    spec: GuestSpec, attempt: AttemptId, *, image: str, ports: GuestPorts, host: str, overlay: Path | None
+    spec: GuestSpec, attempt: AttemptId, *, image: str, ports: GuestPorts, host: str, files: GuestFiles
 ) -> dict[str, Any]:
     """Keyword arguments for `containers.create` (from `image`, spec.container_image pinned): the container
     contract every guest kind honours, with what its kind adds."""
     name = container_name(attempt)
-    options = spec.guest_kind.container_options(spec, overlay)
+    options = spec.guest_kind.container_options(spec, files)
     config: dict[str, Any] = {
         "image": image,
         "name": name,
@@ -115,16 +124,18 @@ def container_config(
 
 def start_guest(
     spec: GuestSpec, attempt: AttemptId, *, work_dir: Path, boot_timeout_sec: float = GUEST.boot_timeout_sec,
-    progress_file: Path | None = None, boot: BootRecord | None = None,
+    progress_file: Path | None = None, boot: BootRecord | None = None, restore: SavedDesktop | None = None,
+    save_dir: Path | None = None,
 ) -> Guest:
     """Start the attempt's guest and return it once every readiness step passed.
 
     `work_dir` holds the guest's files (its overlay, the console of a failed boot), inside the attempt's result
-    directory; `progress_file` is the attempt's progress.json (default: the one in that result directory), where
-    a wait for memory shows; `boot` receives the readiness steps and the kept console as they happen. Raises
-    GuestError naming the failed step (GuestMemoryError when the image exited for lack of memory),
-    ConfigurationError for what no attempt could boot; on any failure, including an interrupt, everything this
-    call created is removed."""
+    directory; `restore` is a saved desktop the guest starts from instead of booting (its clock then set to the
+    host's); `save_dir` a folder its own desktop may be saved into later (`Guest.save_desktop`); `progress_file`
+    is the attempt's progress.json (default: the one in that result directory), where a wait for memory shows;
+    `boot` receives the readiness steps and the kept console as they happen. Raises GuestError naming the failed
+    step (GuestMemoryError when the image exited for lack of memory), ConfigurationError for what no attempt could
+    boot; on any failure, including an interrupt, everything this call created is removed."""
     deadline = time.monotonic() + boot_timeout_sec
     name = container_name(attempt)
     kind = spec.guest_kind
@@ -135,7 +146,7 @@ def start_guest(
     created = False
     try:
         with steps.step("image checked"):
-            image = kind.prepare_image(client, spec)
+            image = kind.prepare_image(client, spec, restore)
         created = True
         with steps.step("memory admitted") as note:
             note.detail = _admit_memory(client, kind, spec, attempt,
@@ -143,18 +154,18 @@ def start_guest(
         with steps.step("resources created"):
             _remove_resources(client, name, keep_memory=True)  # this attempt's leftovers, if a crashed run left any
             host = bridge_address(client)
-            overlay = kind.create_overlay(spec, name, attempt.labels(), work_dir)
+            files = kind.create_files(spec, name, attempt.labels(), work_dir, restore=restore, save_dir=save_dir)
             with interrupts.held():  # each call has the client's timeout
                 client.volumes.create(name=volume_name(name), labels=attempt.labels())
             with port_leases.publishing_lock():
                 ports = port_leases.allocate(client, name, attempt.labels(), host)
-                config = container_config(spec, attempt, image=image.pinned, ports=ports, host=host, overlay=overlay)
+                config = container_config(spec, attempt, image=image.pinned, ports=ports, host=host, files=files)
                 with interrupts.held():  # each call has the client's timeout
                     container = client.containers.create(**config)
             container.start()
         api = GuestAPI(f"http://{host}:{ports.api}", secret=spec.client_password)
-        _gate(steps, kind, spec, ContainerWatch(container, name), api, deadline)
-        return Guest(attempt, spec, name, container.id, host, ports, api, overlay, image, steps.steps)
+        _gate(steps, kind, spec, ContainerWatch(container, name), api, files, deadline)
+        return Guest(attempt, spec, name, container.id, host, ports, api, files, image, steps.steps)
     except BaseException:
         if created:
             boot.console_log = _keep_console(client, name, work_dir)
@@ -197,9 +208,10 @@ def _keep_console(client: docker.DockerClient, name: str, work_dir: Path) -> str
 
 
 def _gate(steps: Readiness, kind: GuestKind, spec: GuestSpec, watch: ContainerWatch, api: GuestAPI,
-          deadline: float) -> None:
+          files: GuestFiles, deadline: float) -> None:
     with steps.step("container running"):
         readiness.wait_running(watch, deadline)
+    kind.resume(steps, files, deadline)
     with steps.step("api answers"):
         readiness.wait_api(api, watch, deadline)
     memory.mark_running(watch.name)  # its VM runs: its memory shows in what the host has available
@@ -208,6 +220,9 @@ def _gate(steps: Readiness, kind: GuestKind, spec: GuestSpec, watch: ContainerWa
     with steps.step("sudo works"):
         readiness.check_sudo(api, spec.client_password)
     kind.last_steps(steps, api, spec)
+    if files.restore is not None:  # its clock stood still from the save: tasks read dates and file times
+        with steps.step("clock set") as note:
+            note.detail = readiness.set_clock(api, spec.client_password)
 
 
 def _remove_resources(client: docker.DockerClient, name: str, *, keep_memory: bool = False) -> None:
@@ -219,6 +234,7 @@ def _remove_resources(client: docker.DockerClient, name: str, *, keep_memory: bo
     with contextlib.suppress(docker.errors.NotFound):
         client.volumes.get(volume_name(name)).remove(force=True)
     overlays.remove_overlay(name)
+    controls.remove(name)
     port_leases.release(name)
     if not keep_memory:
         memory.release(name)

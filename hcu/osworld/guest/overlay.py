@@ -6,6 +6,8 @@ labels) is written, so a runner `kill -9`ed at any point leaves nothing `cleanup
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -22,6 +24,8 @@ GIB = 1 << 30
 class OverlayEntry(BaseModel):
     overlay: Path
     labels: dict[str, str]
+    below: Path | None = None
+    """The overlay's own link to the image under it (a saved disk), removed with it."""
 
 
 class ImageInfo(BaseModel):
@@ -54,6 +58,12 @@ def image_info(image: Path) -> ImageInfo:
     return ImageInfo(format=info["format"], virtual_size=info["virtual-size"])
 
 
+def backing_chain(image: Path) -> list[Path]:
+    """The images under `image`, nearest first (empty for an image without a backing file)."""
+    chain = orjson.loads(_qemu_img("info", "-U", "--backing-chain", "--output", "json", str(image)))
+    return [Path(layer["full-backing-filename"]) for layer in chain if layer.get("full-backing-filename")]
+
+
 def check_image(image: Path, volume_size_gb: int) -> ImageInfo:
     """Refuse (a ConfigurationError) an image that is not a qcow2 file, or a volume larger than the image's
     virtual size."""
@@ -73,14 +83,30 @@ def check_image(image: Path, volume_size_gb: int) -> ImageInfo:
     return info
 
 
-def create_overlay(image: Path, overlay: Path, owner: str, labels: dict[str, str]) -> Path:
+def create_overlay(image: Path, overlay: Path, owner: str, labels: dict[str, str], *, own_link: bool = False) -> Path:
     """Register, then create, a qcow2 overlay backed by `image` (absolute path, so a container that mounts
-    the image at the same path can open the chain)."""
-    entry = OverlayEntry(overlay=overlay.resolve(), labels=labels)
+    the image at the same path can open the chain). With `own_link`, the overlay stands on a link of its own to
+    `image` (a saved disk that its cache may replace meanwhile), made beside it: the guest never depends on the
+    cache's file staying."""
+    overlay = overlay.resolve()
+    below = overlay.with_name(f"{overlay.stem}.below.qcow2") if own_link else None
+    entry = OverlayEntry(overlay=overlay, labels=labels, below=below)
     (_registry() / f"{owner}.json").write_bytes(orjson.dumps(entry.model_dump(mode="json")))
     overlay.parent.mkdir(parents=True, exist_ok=True)
-    _qemu_img("create", "-q", "-f", "qcow2", "-F", "qcow2", "-b", str(image.resolve()), str(entry.overlay))
-    return entry.overlay
+    if below is not None:
+        link_or_copy(image, below)
+    _qemu_img("create", "-q", "-f", "qcow2", "-F", "qcow2", "-b", str((below or image).resolve()), str(overlay))
+    return overlay
+
+
+def link_or_copy(source: Path, target: Path) -> None:
+    """`target` names `source`'s content: a hard link (nothing copied; the content lives while either name does),
+    or a copy where the two are on different filesystems."""
+    target.unlink(missing_ok=True)
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copyfile(source, target)
 
 
 def remove_overlay(owner: str) -> Path | None:
@@ -90,6 +116,8 @@ def remove_overlay(owner: str) -> Path | None:
         return None
     entry = OverlayEntry.model_validate_json(record.read_bytes())
     entry.overlay.unlink(missing_ok=True)
+    if entry.below is not None:
+        entry.below.unlink(missing_ok=True)
     record.unlink(missing_ok=True)
     return entry.overlay
 

@@ -32,6 +32,8 @@ GUEST_FAILURES = (GuestAPIError, docker.errors.DockerException, requests.Request
                   TimeoutError, OSError)
 """What a guest that does not come up raises; anything else (a TypeError in hcu, a ConfigurationError, an
 interruption) passes through unrelabelled."""
+CLOCK_TOLERANCE_SEC = 1.0
+"""Largest difference allowed between a restored guest's clock and the host's (tasks read dates and file times)."""
 GIB = 1 << 30
 MIN_GROWN_FRACTION = 0.9
 """Share of volume_size the guest's root filesystem must reach (its metadata takes the rest); OSWorld-V2's own
@@ -156,6 +158,45 @@ def check_sudo(api: GuestAPI, password: str, *, settle_sec: float = RETRIES.gues
         if time.monotonic() + SUDO_RETRY_SEC > settle:
             raise RuntimeError(f"sudo with client_password failed for {settle_sec:g} s: {_said(result)}")
         time.sleep(SUDO_RETRY_SEC)
+
+
+def set_clock(api: GuestAPI, password: str) -> str:
+    """Set the guest's clock to the host's (a restored guest's stood still from its save): read how far behind it
+    is, then move it by that much from inside the guest (so the command's own way there does not count), and read
+    it again. The difference left must be within CLOCK_TOLERANCE_SEC. Returns it, and how precisely it was read
+    (half the fastest read's round trip), for the record."""
+    behind, uncertainty = clock_difference(api)
+    for _ in range(2):
+        if abs(behind) <= CLOCK_TOLERANCE_SEC / 4:
+            break
+        step = f"import time; time.clock_settime(time.CLOCK_REALTIME, time.time() + {behind:.6f})"
+        result = api.execute(sudo_command(password, f"python3 -c {shlex.quote(step)}"), shell=True,
+                             timeout_sec=SUDO_TIMEOUT_SEC)
+        if result.returncode != 0:
+            raise RuntimeError(f"setting the guest's clock failed: {_said(result)}")
+        behind, uncertainty = clock_difference(api)
+    if abs(behind) > CLOCK_TOLERANCE_SEC:
+        raise RuntimeError(f"the guest's clock stays {behind:+.2f} s (+-{uncertainty:.2f} s) off the host's")
+    return f"guest clock {-behind:+.2f} s (+-{uncertainty:.2f} s) from the host's"
+
+
+def clock_difference(api: GuestAPI, reads: int = 3) -> tuple[float, float]:
+    """How far the guest's clock is behind the host's, from the fastest of `reads` reads (the read is taken within
+    its round trip: half of it is the uncertainty)."""
+    best: tuple[float, float] | None = None
+    for _ in range(reads):
+        sent = time.time()
+        result = api.execute(["date", "+%s.%N"], timeout_sec=SUDO_TIMEOUT_SEC)
+        received = time.time()
+        try:
+            guest_now = float(result.output.split()[-1])
+        except (ValueError, IndexError):
+            raise RuntimeError(f"cannot read the guest's clock from {result.output[-100:]!r}") from None
+        sample = ((sent + received) / 2 - guest_now, (received - sent) / 2)
+        if best is None or sample[1] < best[1]:
+            best = sample
+    assert best is not None
+    return best
 
 
 def _said(result: ExecResult) -> str:

@@ -8,6 +8,7 @@ import contextlib
 import docker.errors
 from pydantic import BaseModel
 
+from hcu.osworld.guest import control as controls
 from hcu.osworld.guest import memory
 from hcu.osworld.guest import overlay as overlays
 from hcu.osworld.guest import ports as port_leases
@@ -19,6 +20,7 @@ class CleanupReport(BaseModel):
     containers: list[str] = []
     volumes: list[str] = []
     overlays: list[str] = []
+    control_folders: list[str] = []
     port_leases: list[str] = []
     memory_reservations: list[str] = []
 
@@ -55,6 +57,7 @@ def cleanup(
                 volume.remove(force=True)
                 report.volumes.append(volume.name)
     report.overlays = [str(path) for path in overlays.remove_matching(labels)]
+    report.control_folders = [str(path) for path in controls.remove_matching(labels)]
     report.port_leases = port_leases.release_matching(labels)
     report.memory_reservations = memory.release_matching(labels)
     return report

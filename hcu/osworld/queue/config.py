@@ -259,6 +259,12 @@ class RunConfig(ExecutorKeys, AttemptSettings):
         assert self.results_dir is not None and self.run_id is not None, "use load_config()"
         return self.results_dir / self.run_id
 
+    def task_settings(self, task: TaskSpec) -> RunConfig:
+        """The config's attempt settings with the task's own overrides (its domain and guest sizes)."""
+        return self.model_copy(update={"task_domain": self.domain_of(task),
+                                       "volume_size": task.volume_size or self.volume_size,
+                                       "ram_size": task.ram_size or self.ram_size})
+
     def domain_of(self, task: TaskSpec) -> str | None:
         return task.task_domain or self.task_domain
 

@@ -21,13 +21,9 @@ def runner_args(config: RunConfig, task: TaskSpec, attempt: int, result_dir: Pat
     """The run_task command line for one attempt of one repeat of a task: the config's attempt settings (the
     same fields as run_task's flags) with the task's own overrides, then the task, its repeat and attempt, and
     where its results go."""
-    settings = config.model_copy(update={
-        "task_domain": config.domain_of(task),
-        "volume_size": task.volume_size or config.volume_size,
-        "ram_size": task.ram_size or config.ram_size,
-    })
-    return [*to_flags(settings, AttemptSettings), "--task-id", task.id, "--run-id", str(config.run_id),
-            "--repeat", str(repeat), "--attempt", str(attempt), "--result-dir", str(result_dir)]
+    return [*to_flags(config.task_settings(task), AttemptSettings), "--task-id", task.id,
+            "--run-id", str(config.run_id), "--repeat", str(repeat), "--attempt", str(attempt),
+            "--result-dir", str(result_dir)]
 
 
 def spawn(command: Sequence[str], log_path: Path, attempt: int, *, env: Mapping[str, str] | None = None,

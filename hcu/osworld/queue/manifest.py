@@ -16,7 +16,6 @@ from typing import Any
 
 import orjson
 import requests
-from filelock import FileLock
 from pydantic import BaseModel
 
 from hcu import REPO_ROOT
@@ -28,7 +27,7 @@ from hcu.osworld.guest.docker_engine import docker_client
 from hcu.osworld.osworld_bridge.process import OSWorldCodeError
 from hcu.osworld.queue.config import REPEAT_POLICY_TEXT, RunConfig, TaskSpec
 from hcu.osworld.records.lease import current_host
-from hcu.record_io import Record, sha256_of_file, write_json, write_record
+from hcu.record_io import Record, file_sha256, write_record
 
 # What the manifest records as an `error` instead of an identity: an input it cannot look up here.
 _UNKNOWABLE = (PhaseError, OSWorldCodeError)
@@ -88,22 +87,6 @@ class ManifestMismatch(HcuOSWorldError):
 
 def sha256_of_json(value: object) -> str:
     return hashlib.sha256(orjson.dumps(value, option=orjson.OPT_SORT_KEYS)).hexdigest()
-
-
-def file_sha256(path: Path, cache_path: Path) -> str:
-    """sha256 of a (possibly 25 GB) file, read in chunks and cached by (path, size, mtime)."""
-    stat = path.stat()
-    key = f"{path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}"
-    with FileLock(str(cache_path) + ".lock"):
-        cache = orjson.loads(cache_path.read_bytes()) if cache_path.exists() else {}
-        if key in cache:
-            return str(cache[key])
-    digest = sha256_of_file(path)
-    with FileLock(str(cache_path) + ".lock"):
-        cache = orjson.loads(cache_path.read_bytes()) if cache_path.exists() else {}
-        cache[key] = digest
-        write_json(cache_path, cache)
-    return digest
 
 
 def _file_identity(path: Path | None, cache_path: Path) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from hcu.osworld.summary.parts import (
     Interval,
     RateLimitWaits,
     ReadNothingTask,
+    Regraded,
     RetriedSpend,
     RunIdentity,
     ScoreInterval,
@@ -108,6 +109,9 @@ class RunSummary(GroupFigures, RunIdentity):
     """What attempts that gave no valid result spent: tokens, model calls and cost, and their share of the run's."""
     rate_limit_waits: RateLimitWaits | None = None
     """How long the run's requests waited on rate limits, and the part in attempts that gave no valid result."""
+    regraded: Regraded | None = None
+    """Repeats scored by a regrade of their kept final desktop: the regraded score counts, the first grading is
+    beside it."""
     compare: Comparison | None = None
     """Only with --compare (absent from the file otherwise)."""
     baseline: Baseline | None = None

@@ -187,6 +187,29 @@ class WithheldTask(SummaryPart):
     """Why it has no usable score (per repeat, when it has several)."""
 
 
+class RegradedScore(SummaryPart):
+    """One repeat scored by a regrade of its kept final desktop (its regrade.json)."""
+
+    task_id: str
+    """The repeat's folder name in tasks/."""
+    first_score: float | None
+    """The score of its first grading (result.json; None: withheld)."""
+    score: float | None
+    """The regraded score, the one that counts (None: withheld: the evaluator failed again)."""
+
+
+class Regraded(SummaryPart):
+    """Repeats whose kept final desktop was scored again (python -m hcu.osworld.regrade)."""
+
+    attempts: list[RegradedScore]
+    """Every regraded repeat, with its first grading beside the score that counts."""
+    changed: int
+    """How many of them changed score."""
+    not_regraded: int
+    """Regrades that could not run (the desktop did not restore, the task did not load): their first grading
+    stands."""
+
+
 class ReadNothingTask(SummaryPart):
     """A repeat scored although one of its evaluator's getters read nothing of the guest's state."""
 

@@ -23,7 +23,8 @@ PLACED = frozenset({
     "withheld_tasks", "read_nothing_tasks", "attempts", "retried_tasks", "attempts_by_class", "machine_sec",
     "machine_sec_per_valid_result", "model_calls", "tokens", "retried", "by_domain", "by_stratum", "repeats",
     "repeat_policy", "pass_at_k", "pass_hat_k", "run_to_run_sd", "task_list_sd", "cluster_bootstrap_ci95",
-    "cost_usd", "cost_per_valid_result_usd", "wasted", "rate_limit_waits", "compare", "baseline"})
+    "cost_usd", "cost_per_valid_result_usd", "wasted", "rate_limit_waits", "compare", "baseline",
+    "regraded"})
 """Fields summary.md has a line or a section of its own for."""
 LEFT_TO_JSON = frozenset({"schema_version", "binary_rate", "statuses", "terminations", "failure_classes",
                           "attempts_without_duration", "retry_policy", "per_task"})
@@ -119,6 +120,22 @@ def _wasted_lines(s: RunSummary) -> list[str]:
     return lines
 
 
+def _regraded_lines(s: RunSummary) -> list[str]:
+    """The scores above count regrades of kept final desktops where they ran: say so, with what changed."""
+    if (r := s.regraded) is None:
+        return []
+    changes = "; ".join(f"{a.task_id} {_or_withheld(a.first_score)} -> {_or_withheld(a.score)}"
+                        for a in r.attempts if a.first_score != a.score)
+    failed = f"; {r.not_regraded} could not be regraded (first grading stands)" if r.not_regraded else ""
+    return [f"| Regraded (kept final desktops scored again; these scores count, the first grading stays in each "
+            f"result.json) | {len(r.attempts)} repeats, {r.changed} changed{': ' + changes if changes else ''}"
+            f"{failed} |"]
+
+
+def _or_withheld(score: float | None) -> str:
+    return "withheld" if score is None else f"{score:g}"
+
+
 def _binary_line(s: RunSummary, repeats: Sequence[int]) -> str:
     """The success rate the interval is of (a mean of per-task rates, as the score is a mean of task means),
     with the count of successful repeats beside it, never as a fraction that would be another mean."""
@@ -144,6 +161,7 @@ def _headline(s: RunSummary, repeats: Sequence[int], cost_note: str) -> list[str
         f"| Coverage (validly graded attempts) | {s.valid}/{sum(repeats)} = {pct(s.coverage)} |",
         _cost_line(s, cost_note),
         *_wasted_lines(s),
+        *_regraded_lines(s),
         _binary_line(s, repeats),
         f"| Raw evaluator score sum | {s.raw_score_sum:.3f} |",
         f"| Mean over validly graded tasks | {pct(s.valid_mean) if s.valid else 'n/a'} |",

@@ -20,7 +20,8 @@ from pydantic import ValidationError
 from hcu.osworld import errors
 from hcu.osworld.queue.config import RunConfig
 from hcu.osworld.records.identity import repeat_key
-from hcu.osworld.records.layout import LEASE_FILE, RESULT_FILE
+from hcu.osworld.records.layout import LEASE_FILE, REGRADE_FILE, RESULT_FILE
+from hcu.osworld.records.regrade import Regrade
 from hcu.osworld.records.result import TaskResult, Usage
 
 
@@ -59,6 +60,10 @@ class AttemptRow:
     """What the attempt cost (result.json); None when unknown or when no attempt ran."""
     ran: bool = False
     """An attempt left a result.json (readable or not): it ran, and spent."""
+    regrade: Regrade | None = None
+    """Its kept final desktop's regrade (regrade.json): when it ran, `score` is the regraded one."""
+    first_score: float | None = None
+    """The score of its first grading, when a regrade replaced it."""
 
     @property
     def valid(self) -> bool:
@@ -139,6 +144,7 @@ def attempt_row(config: RunConfig, tasks_dir: str, index: int, repeat: int, retr
     row.duration_sec = _duration(result)
     row.getters_read_nothing = ", ".join(g.getter for g in result.getters_read_nothing)
     row.stand_ins = result.stand_ins
+    _regraded(row, os.path.join(tasks_dir, key, REGRADE_FILE))
     usage = result.usage
     if usage is not None:
         row.model_calls, row.usage_accounted = usage.model_calls, usage.fully_accounted
@@ -147,6 +153,21 @@ def attempt_row(config: RunConfig, tasks_dir: str, index: int, repeat: int, retr
             row.cached_input_tokens, row.reasoning_tokens = usage.cached_input_tokens, usage.reasoning_tokens
             row.tokens = usage.input_tokens + usage.output_tokens
     return row
+
+
+def _regraded(row: AttemptRow, path: str) -> None:
+    """A regrade that ran replaces the first grading's score (completed) or withholds it (the evaluator failed
+    again); one that could not run leaves the first grading standing."""
+    try:
+        with open(path, "rb") as f:
+            row.regrade = Regrade.model_validate_json(f.read())
+    except (FileNotFoundError, ValidationError):
+        return
+    if row.regrade.status == "error":
+        return
+    row.first_score, row.score = row.score, row.regrade.score_after
+    row.evaluator_score = row.regrade.evaluator_score
+    row.withheld_reason = "" if row.score is not None else "regrade: evaluator_error"
 
 
 def retry_dirs(run_dir: Path) -> list[os.DirEntry[str]]:

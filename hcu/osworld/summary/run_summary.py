@@ -35,6 +35,8 @@ from hcu.osworld.summary.parts import (
     ClusterBootstrapInterval,
     RateLimitWaits,
     ReadNothingTask,
+    Regraded,
+    RegradedScore,
     RetriedSpend,
     TokenTotals,
     WithheldTask,
@@ -179,8 +181,19 @@ def summarize_rows(config: RunConfig, tasks: list[TaskScores], retried: list[Ret
         cost_usd=cost.run, cost_per_valid_result_usd=cost.per_valid_result,
         wasted=wasted_spend(set_aside, withheld_attempts(rows), cost.wasted, cost.wasted_unknown, cost.run,
                             spend["tokens"].total + set_aside.total, spend["model_calls"] + set_aside.model_calls),
-        rate_limit_waits=waits, baseline=baseline,
+        rate_limit_waits=waits, baseline=baseline, regraded=regraded(rows),
     )
+
+
+def regraded(rows: list[AttemptRow]) -> Regraded | None:
+    """The repeats a regrade scored, with their first grading; None when the run has no regrade."""
+    tried = [row for row in rows if row.regrade is not None]
+    if not tried:
+        return None
+    scored = [RegradedScore(task_id=row.key, first_score=row.first_score, score=row.score)
+              for row in tried if row.regrade is not None and row.regrade.status != "error"]
+    return Regraded(attempts=scored, changed=sum(1 for r in scored if r.first_score != r.score),
+                    not_regraded=len(tried) - len(scored))
 
 
 def attempts_by_class(rows: list[AttemptRow], retried: list[RetriedAttempt]) -> dict[str, ClassCount]:

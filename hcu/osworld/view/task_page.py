@@ -121,7 +121,25 @@ def setup_steps(meta: dict[str, Any] | None) -> str:
             f"<th>guest answers</th><th>error</th></tr></thead><tbody>{rows}</tbody></table>")
 
 
-SHOWN_META = frozenset({"setup_steps"})
+def final_desktop(detail: AttemptDetail, run_dir: str) -> str:
+    """Whether the final desktop was kept (meta.json), and the commands that open or regrade it."""
+    record = (detail.meta or {}).get("final_desktop")
+    if not isinstance(record, dict):
+        return absent("meta.json says nothing of a final desktop (an attempt from before hcu kept them, or one "
+                      "that never reached its agent)")
+    if not record.get("kept"):
+        return f'<p>Not kept: {esc(record.get("reason") or "no reason recorded")}</p>'
+    repeat = f" --repeat {detail.row.repeat}" if detail.row.repeat > 1 else ""
+    lacks = f' (not {esc(", ".join(record.get("lacks") or []))})' if record.get("lacks") else ""
+    return (f'<p>Kept in <code>{esc(detail.folder)}/final-desktop/</code>: {count(record.get("bytes"))} bytes, the '
+            f'guest held {seconds(record.get("save_sec"))} to save it; it holds '
+            f'{esc(", ".join(record.get("holds") or []))}{lacks}, as the evaluator found it.</p>'
+            f'<p>Open it: <code>python -m hcu.osworld.open_desktop {esc(run_dir)} {esc(detail.row.task_id)}'
+            f'{repeat}</code><br>Score it again: <code>python -m hcu.osworld.regrade {esc(run_dir)} --tasks '
+            f'{esc(detail.row.task_id)}</code></p>')
+
+
+SHOWN_META = frozenset({"setup_steps", "final_desktop"})
 """meta.json parts with sections of their own (the evaluation's outcome is result.json's: see `evaluation`)."""
 
 
@@ -210,6 +228,7 @@ def render_task(run: RunData, detail: AttemptDetail, links: Links, *, side: Side
             + f'<div class="top-grid">{section("Outcome", outcome(detail))}'
             f'{section("Evaluation", evaluation(detail, links, side))}</div>'
             + section("Phases", phases(detail.result))
+            + (section("Final desktop", final_desktop(detail, str(run.run_dir))) if detail.area == "tasks" else "")
             + section("Steps", render_steps(detail, links, side), anchor="steps", note=steps_note)
             + section("Recording", recording)
             + section("Setup steps", setup_steps(detail.meta))
