@@ -45,7 +45,7 @@ of them. Only `hcu.osworld.attempt.failures` turns the tree into failure classes
     ├── AttemptGone                     queue.ray_node (also a LookupError)
     ├── FetchError                      agents.fetch: an agent CLI's files could not be fetched
     ├── PilotError                      quota.profile: a forecast_from entry that is not a run of this agent
-    ├── SweepUnreadable                 canary.sweep_file: a folder that is not a canary sweep's
+    ├── SweepUnreadable                 records.sweep_file: a folder that is not a canary sweep's
     ├── SummaryError                    summary.run_summary
     ├── SummaryUnreadable               summary.model: a summary.json that does not read
     ├── RunDirError                     view.data

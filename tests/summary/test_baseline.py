@@ -14,8 +14,8 @@ import orjson
 import pytest
 
 from hcu import REPO_ROOT
-from hcu.osworld.canary.sweep_file import SweepTask
 from hcu.osworld.queue.config import TUNABLE_KEYS, ConfigError, parse_config
+from hcu.osworld.records.sweep_file import SweepTask
 from hcu.osworld.summary.baseline import untouched_score
 from hcu.osworld.summary.model import parse_summary
 from hcu.osworld.summary.run_summary import SummaryError, summarize

@@ -22,12 +22,12 @@ from hcu import REPO_ROOT
 from hcu.defaults import GATEWAY
 from hcu.flags import Settings, describe_error
 from hcu.osworld.agents import agent_cli
-from hcu.osworld.canary.sweep_file import SweepUnreadable, read_sweep
 from hcu.osworld.errors import HcuOSWorldError
 from hcu.osworld.osworld_bridge.assets import holds_stand_ins
 from hcu.osworld.quota.limits import QuotaLimit, key_problem, unmatched_key, upstreams_in_args
 from hcu.osworld.quota.profile import PilotError, open_pilot
 from hcu.osworld.records.identity import ambiguous_task_id
+from hcu.osworld.records.sweep_file import SweepUnreadable, read_sweep
 from hcu.osworld.settings import SAFE_NAME, SIZE, AttemptSettings, absolute
 
 TUNABLE_KEYS = frozenset({"max_active_tasks", "auto_max_active_tasks", "launch_stagger_seconds",
