@@ -36,7 +36,7 @@ of them. Only `hcu.osworld.attempt.failures` turns the tree into failure classes
     ├── ProtocolError                   osworld_bridge.protocol: a message out of protocol
     ├── SetupStepError                  osworld_bridge.setup: a setup step failed (its cause, if any, attached)
     ├── Failure                         osworld_bridge.child.v1: inside OSWorld's process, sent back as a kind
-    ├── ConfigError                     queue.config: a run config that cannot run
+    ├── ConfigError                     run_config: a run config that cannot run
     ├── QueueRefused                    queue.executor
     ├── QueueStopped                    queue.panel
     ├── GatewayMismatch                 queue.gate

@@ -11,10 +11,10 @@ import pytest
 
 from hcu.osworld.attempt.options import parse_options
 from hcu.osworld.guest.lifecycle import container_name
-from hcu.osworld.queue.config import ConfigError, load_config
 from hcu.osworld.queue.launch import runner_args
 from hcu.osworld.queue.plan import describe_plan
 from hcu.osworld.records.identity import AttemptId
+from hcu.osworld.run_config import ConfigError, load_config
 
 STANDALONE = ["--task-id", "t1", "--agent", "codex", "--test-desktop"]
 

@@ -14,8 +14,8 @@ import pytest
 from hcu.osworld.guest.container_image import repository, resolve
 from hcu.osworld.guest.docker_engine import docker_client
 from hcu.osworld.guest.lifecycle import GuestSpec
-from hcu.osworld.queue.config import load_config
 from hcu.osworld.queue.manifest import ManifestMismatch, docker_image_identity, record_start
+from hcu.osworld.run_config import load_config
 from hcu.osworld.settings import GuestSettings
 from tests.guest.conftest import QEMU_RUNNER_IMAGE
 

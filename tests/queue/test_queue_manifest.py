@@ -8,8 +8,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from hcu.osworld.queue.config import load_config
 from hcu.osworld.queue.manifest import ManifestMismatch, file_sha256, record_start
+from hcu.osworld.run_config import load_config
 
 TASK = '{"id": "t1", "instruction": "do it", "config": [], "evaluator": {"func": "exact_match"}}'
 

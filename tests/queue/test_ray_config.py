@@ -10,7 +10,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from hcu.osworld.queue.config import load_config
+from hcu.osworld.run_config import load_config
 
 GATEWAY = {"upstream_args": ["--upstreams", "example.openai.azure.com", "--upstream-kind", "azure"]}
 

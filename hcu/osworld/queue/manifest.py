@@ -26,8 +26,8 @@ from hcu.osworld.errors import HcuOSWorldError, PhaseError
 from hcu.osworld.guest.container_image import resolve
 from hcu.osworld.guest.docker_engine import docker_client
 from hcu.osworld.osworld_bridge.process import OSWorldCodeError
-from hcu.osworld.queue.config import REPEAT_POLICY_TEXT, RunConfig, TaskSpec
 from hcu.osworld.records.lease import current_host
+from hcu.osworld.run_config import REPEAT_POLICY_TEXT, RunConfig, TaskSpec
 from hcu.record_io import Record, sha256_of_file, write_json, write_record
 
 # What the manifest records as an `error` instead of an identity: an input it cannot look up here.

@@ -21,8 +21,8 @@ import requests
 from hcu.gateway.descriptors import PROVIDERS
 from hcu.osworld.agents import agent_cli
 from hcu.osworld.errors import HcuOSWorldError
-from hcu.osworld.queue.config import RunConfig
 from hcu.osworld.queue.keeper import die_with_parent
+from hcu.osworld.run_config import RunConfig
 
 HEALTHZ_TIMEOUT_SEC = 2.0
 START_TIMEOUT_SEC = 30.0

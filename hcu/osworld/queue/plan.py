@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 from hcu.osworld.queue.admission import AutoAdmission
-from hcu.osworld.queue.config import AUTO, RunConfig
 from hcu.osworld.queue.forecasting import Upstreams, finished_profile, known_upstreams, plan_forecast
 from hcu.osworld.queue.launch import RUN_TASK, runner_args
 from hcu.osworld.queue.order import LaunchQueue, expected_durations
@@ -21,6 +20,7 @@ from hcu.osworld.quota.forecast import Forecast
 from hcu.osworld.quota.profile import AttemptProfile
 from hcu.osworld.quota.report import plan_lines
 from hcu.osworld.records.identity import repeat_key, split_repeat_key
+from hcu.osworld.run_config import AUTO, RunConfig
 
 FINAL_STATES = frozenset({"finished", "exhausted"})
 

@@ -3,7 +3,7 @@
 Its keys are the attempt settings every task shares (`hcu.osworld.settings`, the same fields as run_task's
 flags) plus the panel's own. `load_config(path)` validates, fills every default, resolves relative paths
 against the config file and returns a config in which every value is explicit; that resolved form is what a
-run directory stores (`config.json`) and compares on resume. `python -m hcu.osworld.queue.config --schema`
+run directory stores (`config.json`) and compares on resume. `python -m hcu.osworld.run_config --schema`
 prints the JSON Schema shipped as configs/schema/run-config.schema.json.
 """
 
@@ -370,7 +370,7 @@ def schema_text() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m hcu.osworld.queue.config",
+    parser = argparse.ArgumentParser(prog="python -m hcu.osworld.run_config",
                                      description="Validate a run config, or print its JSON Schema.")
     parser.add_argument("config", nargs="?", type=Path, help="a run config to validate and print resolved")
     parser.add_argument("--schema", action="store_true", help="print the JSON Schema of the run config")
