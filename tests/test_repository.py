@@ -1,6 +1,7 @@
-"""The repository's own rules, checked: no import cycles in hcu (lazy and type-checking imports included), no
-citation of files outside the repository or of issue numbers, a README a newcomer reads in five minutes, and one
-place per kind of knowledge (an agent CLI named only by its adapter, a provider's variables only by its gateway)."""
+"""The repository's own rules, checked: no import cycles in hcu and no loop among its rooms (lazy and type-checking
+imports included), no citation of files outside the repository or of issue numbers, a README a newcomer reads in
+five minutes, and one place per kind of knowledge (an agent CLI named only by its adapter, a provider's variables
+only by its gateway)."""
 
 from __future__ import annotations
 
@@ -88,23 +89,28 @@ def room(module: str) -> str:
     return ".".join(parts[:3] if parts[:2] == ["hcu", "osworld"] and len(parts) > 2 else parts[:2])
 
 
-def rooms_importing_each_other(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
-    """Pairs of rooms each of which imports the other (at module level, in a function or under TYPE_CHECKING)."""
-    edges = {(room(a), room(b)) for a, targets in graph.items() for b in targets if room(a) != room(b)}
-    return sorted((a, b) for a, b in edges if (b, a) in edges and a < b)
+def room_loops(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Rooms that reach one another through their imports (at module level, in a function or under TYPE_CHECKING),
+    two rooms importing each other or a loop of any length: the strongly connected components of the rooms."""
+    rooms: dict[str, set[str]] = {room(module): set() for module in graph}
+    for module, targets in graph.items():
+        rooms[room(module)] |= {room(target) for target in targets} - {room(module)}
+    return cycles(rooms)
 
 
-def test_no_two_rooms_of_hcu_import_each_other() -> None:
-    assert rooms_importing_each_other(import_graph()) == []
+def test_no_loop_among_the_rooms_of_hcu() -> None:
+    assert room_loops(import_graph()) == []
 
 
-def test_rooms_importing_each_other_are_found() -> None:
-    graph = {"hcu.osworld.attempt.runner": {"hcu.osworld.queue.plan", "hcu.osworld.attempt.identity"},
-             "hcu.osworld.queue.plan": {"hcu.osworld.tasks"}, "hcu.osworld.tasks": set(),
+def test_a_loop_of_rooms_is_found_at_any_length() -> None:
+    graph = {"hcu.osworld.attempt.runner": {"hcu.osworld.evidence.collect", "hcu.osworld.attempt.identity"},
+             "hcu.osworld.evidence.collect": {"hcu.osworld.summary.rows"}, "hcu.osworld.summary.rows": set(),
              "hcu.osworld.attempt.identity": set(), "hcu.gateway.core": {"hcu.defaults"}, "hcu.defaults": set()}
-    assert rooms_importing_each_other(graph) == []
-    graph["hcu.osworld.queue.plan"].add("hcu.osworld.attempt.identity")
-    assert rooms_importing_each_other(graph) == [("hcu.osworld.attempt", "hcu.osworld.queue")]
+    assert room_loops(graph) == []
+    graph["hcu.osworld.summary.rows"].add("hcu.osworld.attempt.identity")
+    assert room_loops(graph) == [["hcu.osworld.attempt", "hcu.osworld.evidence", "hcu.osworld.summary"]]
+    graph["hcu.osworld.summary.rows"] = {"hcu.osworld.evidence.collect"}
+    assert room_loops(graph) == [["hcu.osworld.evidence", "hcu.osworld.summary"]]
 
 
 def test_a_cycle_is_found_where_there_is_one() -> None:
