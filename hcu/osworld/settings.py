@@ -185,8 +185,13 @@ class GatewaySettings(Settings):
     attempt's scope secret, so no other guest can use, read or end this attempt's scope. Created when missing."""
 
 
-class AttemptSettings(CostSettings, GatewaySettings, LimitSettings, AgentSettings, SetupSettings, OSWorldSettings,
-                      AssetSettings, GuestSettings, TaskSettings):
+class GuestAttemptSettings(SetupSettings, OSWorldSettings, AssetSettings, GuestSettings, TaskSettings):
+    """What the phases every attempt has (hcu/osworld/attempt/guest_phases.py) read: the task, its guest, its
+    files, OSWorld's interpreter and the setup's deadlines. An attempt with an agent adds the rest
+    (`AttemptSettings`), the canary its own options."""
+
+
+class AttemptSettings(CostSettings, GatewaySettings, LimitSettings, AgentSettings, GuestAttemptSettings):
     """Everything one attempt runs with, apart from which task it is and where its results go."""
 
     @model_validator(mode="after")

@@ -31,14 +31,13 @@ from filelock import FileLock, Timeout
 from pydantic import BaseModel, Field, ValidationError
 
 from hcu.defaults import GUEST, RETRIES
-from hcu.osworld.attempt.guest_phases import GuestAttemptSettings
 from hcu.osworld.canary.attempt import REPORT_NAME, CanaryOptions, CanaryReport, run
 from hcu.osworld.errors import PhaseError, policy_for
 from hcu.osworld.osworld_bridge.process import OSWorldProcess, resolve_python
 from hcu.osworld.osworld_bridge.tasks import TaskDefinition, TaskError, load_task
 from hcu.osworld.records.interrupts import StopSignals
 from hcu.osworld.records.sweep_file import SWEPT_VERSION
-from hcu.osworld.settings import SAFE_NAME
+from hcu.osworld.settings import SAFE_NAME, GuestAttemptSettings
 from hcu.record_io import Record, read_record, write_record
 
 log = logging.getLogger("hcu.sweep")
