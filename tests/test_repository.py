@@ -117,6 +117,27 @@ def test_a_cycle_is_found_where_there_is_one() -> None:
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
+def reached(graph: dict[str, set[str]], start: set[str]) -> set[str]:
+    """Every module that `start`'s modules import, directly or through others."""
+    seen, todo = set(), list(start)
+    while todo:
+        for target in graph[todo.pop()] - seen:
+            seen.add(target)
+            todo.append(target)
+    return seen
+
+
+def test_the_attempt_runner_reaches_no_stand_in() -> None:
+    """The commands choose the asset source (hcu/osworld/stand_ins/asset_source.py) and hand it to the runner."""
+    graph = import_graph()
+    runner = {module for module in graph if room(module) == "hcu.osworld.attempt"}
+    assert {room(module) for module in reached(graph, runner)} & {"hcu.osworld.stand_ins"} == set()
+
+
+def test_reached_follows_imports_through_other_modules() -> None:
+    assert reached({"a": {"b"}, "b": {"c"}, "c": set(), "d": {"a"}}, {"a"}) == {"b", "c"}
+
+
 def test_code_and_docs_cite_nothing_outside_the_repository() -> None:
     files = [*PACKAGE.rglob("*.py"), *(REPO_ROOT / "tests").rglob("*.py"), *(REPO_ROOT / "bench").glob("*.py"),
              *(REPO_ROOT / "docs").glob("*.md"), REPO_ROOT / "README.md"]

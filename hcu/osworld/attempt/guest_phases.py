@@ -10,13 +10,13 @@ call starts a fresh one).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from concurrent.futures import Future, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Generic, TypeVar
 
 from hcu.osworld.attempt.app_check import AppCheck
-from hcu.osworld.attempt.asset_source import asset_source
 from hcu.osworld.attempt.background import in_background
 from hcu.osworld.attempt.failures import Failure
 from hcu.osworld.attempt.meta import AttemptMeta, GuestRecord, OSWorldRecord
@@ -35,6 +35,9 @@ log = logging.getLogger("hcu.run_task")
 
 
 SettingsT = TypeVar("SettingsT", bound=GuestAttemptSettings, covariant=True)
+AssetSource = Callable[[GuestAttemptSettings], AssetCache]
+"""Where an attempt's task files come from, given its resolved settings: the command that starts the attempt
+chooses among the sources; the phases read files through the one it returns and never know which it is."""
 
 
 @dataclass
@@ -49,6 +52,8 @@ class AttemptState(Generic[SettingsT]):
     phases: PhaseLog
     boot_timeout_sec: float
     """The boot's own bound (0: the boot phase's deadline alone ends it)."""
+    asset_source: AssetSource
+    """Asked by the load phase for the attempt's source of task files (`assets`)."""
     task: TaskDefinition | None = None
     assets: AssetCache | None = None
     guest: Guest | None = None
@@ -81,7 +86,7 @@ def load(state: AttemptState[GuestAttemptSettings]) -> None:
     s = state.settings
     state.task = load_task(s.benchmark_version, state.attempt.task_id, s.task_domain, s.tasks_dir, s.osworld_python)
     state.meta.task_sha256 = state.task.sha256
-    state.assets = asset_source(s)
+    state.assets = state.asset_source(s)
     python = resolve_python(s.osworld_python)
     state.meta.osworld = OSWorldRecord(python=str(python))
     if state.osworld is None:

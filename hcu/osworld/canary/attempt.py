@@ -23,7 +23,7 @@ from hcu.defaults import GUEST
 from hcu.osworld.agents.base import COMPUTER_USE_PATH, DEFAULT_DESKTOP_ENV, McpServerSpec
 from hcu.osworld.attempt import guest_phases as guest
 from hcu.osworld.attempt.failures import Failure
-from hcu.osworld.attempt.guest_phases import AttemptState
+from hcu.osworld.attempt.guest_phases import AssetSource, AttemptState
 from hcu.osworld.attempt.mcp_probe import ProbeReport
 from hcu.osworld.attempt.probe import check_mcp
 from hcu.osworld.attempt.runner import Phase, PhaseLog, run_phases
@@ -152,15 +152,16 @@ PHASES: list[Phase[CanaryAttempt]] = [
 CLOSING: list[Phase[CanaryAttempt]] = [Phase("cleanup", guest.cleanup)]
 
 
-def run(opts: CanaryOptions, *, stops: StopSignals | None = None,
+def run(opts: CanaryOptions, *, asset_source: AssetSource, stops: StopSignals | None = None,
         osworld: OSWorldProcess | None = None) -> CanaryReport:
-    """One canary on resolved `opts`; report.json is written whatever happens and the guest is always removed.
-    A sweep passes its worker's running OSWorld process (`osworld`), opened on this canary's guest instead of
-    starting one, and left running."""
+    """One canary on resolved `opts`, its task files from `asset_source`; report.json is written whatever happens
+    and the guest is always removed. A sweep passes its worker's running OSWorld process (`osworld`), opened on
+    this canary's guest instead of starting one, and left running."""
     attempt = AttemptId(run_id=opts.run_id or f"canary-{uuid.uuid4().hex[:12]}", task_id=opts.task_id, attempt=1)
     phases = PhaseLog(str(attempt))
     state = CanaryAttempt(settings=opts, attempt=attempt, result_dir=opts.result_dir, phases=phases,
-                          boot_timeout_sec=opts.boot_timeout, osworld=osworld, reused_osworld=osworld is not None)
+                          boot_timeout_sec=opts.boot_timeout, asset_source=asset_source, osworld=osworld,
+                          reused_osworld=osworld is not None)
     report: list[CanaryReport] = []
 
     def record(state: CanaryAttempt, failure: Failure | None) -> None:
