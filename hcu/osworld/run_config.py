@@ -20,7 +20,8 @@ from pydantic import BeforeValidator, Field, TypeAdapter, ValidationError, field
 
 from hcu import REPO_ROOT
 from hcu.defaults import GATEWAY
-from hcu.flags import Settings, describe_error
+from hcu.flags import Settings, describe_error, flag_name
+from hcu.gateway.descriptors import PROVIDERS
 from hcu.osworld.agents import agent_cli
 from hcu.osworld.errors import HcuOSWorldError
 from hcu.osworld.osworld_bridge.assets import holds_stand_ins
@@ -28,7 +29,7 @@ from hcu.osworld.quota.limits import QuotaLimit, key_problem, unmatched_key, ups
 from hcu.osworld.quota.profile import PilotError, open_pilot
 from hcu.osworld.records.identity import ambiguous_task_id
 from hcu.osworld.records.sweep_file import SweepUnreadable, read_sweep
-from hcu.osworld.settings import SAFE_NAME, SIZE, AttemptSettings, absolute
+from hcu.osworld.settings import RUN_GATEWAY_FIELDS, SAFE_NAME, SIZE, AttemptSettings, absolute
 
 TUNABLE_KEYS = frozenset({"max_active_tasks", "auto_max_active_tasks", "launch_stagger_seconds",
                           "expected_durations_from", "max_cost_usd", "forecast_from", "quota", "baseline"})
@@ -100,10 +101,10 @@ class TaskSpec(Settings):
 TaskEntry = Annotated[TaskSpec, BeforeValidator(_task_from_id, json_schema_input_type=str | TaskSpec)]
 
 
-HCU_GATEWAY_FLAGS = frozenset({"--host", "--port", "--ports", "--out", "--max-requests-per-task",
-                               "--scope-key-file", "--upstream-token"})
-"""Gateway flags hcu fills on each node; the upstream token is never a flag (it comes from upstream_token_env,
-through the gateway's environment)."""
+HCU_GATEWAY_FLAGS = frozenset({*map(flag_name, RUN_GATEWAY_FIELDS), *(p.port_flag for p in PROVIDERS.values()),
+                               "--upstream-token"})
+"""Gateway flags hcu fills on each node (`settings.gateway_options`, and the port); the upstream token is never a
+flag (it comes from upstream_token_env, through the gateway's environment)."""
 
 
 class NodeGateway(Settings):

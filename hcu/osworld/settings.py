@@ -20,6 +20,7 @@ from hcu.computer_use.channels import DEFAULT_CHANNELS
 from hcu.defaults import ASSET_CACHE_DIR, BENCHMARKS, GUEST, SETUP, BenchmarkVersion
 from hcu.flags import Settings
 from hcu.gateway.descriptors import PROVIDERS
+from hcu.gateway.options import GatewayOptions
 from hcu.osworld.agents import AgentName, agent_cli
 from hcu.osworld.records.cost import ModelPrice
 
@@ -183,6 +184,22 @@ class GatewaySettings(Settings):
     scope_key_file: Path | None = None
     """The key file the gateway was started with (its --scope-key-file): the agent's credential becomes the
     attempt's scope secret, so no other guest can use, read or end this attempt's scope. Created when missing."""
+
+
+def gateway_options(*, host: str, token_log: Path, max_model_calls: int, scope_key_file: Path | None,
+                    rate_limit_max_wait: float | None = None) -> GatewayOptions:
+    """The options of the gateway a run's attempts talk to, listening on `host`: the one place where a run's settings
+    become its gateway's flags (`token_log` is its --out, `max_model_calls` its --max-requests-per-task; both names
+    are the reference's), with its rate-limit wait where the run sets one."""
+    given = {} if rate_limit_max_wait is None else {"rate_limit_max_wait": rate_limit_max_wait}
+    return GatewayOptions(host=host, out=token_log, max_requests_per_task=max_model_calls,
+                          scope_key_file=scope_key_file, **given)
+
+
+RUN_GATEWAY_FIELDS = frozenset(gateway_options(host="", token_log=Path(), max_model_calls=0,
+                                               scope_key_file=None).model_fields_set)
+"""The gateway's fields every run fills (where it listens, its token log, budget and scope key), whatever its
+values."""
 
 
 class GuestAttemptSettings(SetupSettings, OSWorldSettings, AssetSettings, GuestSettings, TaskSettings):
