@@ -39,12 +39,6 @@ at once, `baseline` what the summary reports beside the score, never what an att
 TUNABLE_RAY_KEYS = frozenset({"address"})
 """Keys of `ray` a resumed run may change (a restarted cluster has a new address; its nodes are the same)."""
 
-REPEAT_POLICY = "mean"
-"""How repeats make a task's score: the mean of its scored repeats, never the best of them."""
-REPEAT_POLICY_TEXT = (f"{REPEAT_POLICY}: each task runs `repeats` times, every repeat scored with its own identity "
-                      "and retries; a task's score is the mean of its repeats (never a best-of)")
-"""The policy as manifest.json states it."""
-
 DOCKER_BRIDGE_FALLBACK = "172.17.0.1"
 """Docker's usual bridge address, used when the engine cannot be asked (a dry run on a machine without one)."""
 

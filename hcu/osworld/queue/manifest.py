@@ -17,69 +17,23 @@ from typing import Any
 import orjson
 import requests
 from filelock import FileLock
-from pydantic import BaseModel
 
 from hcu import REPO_ROOT
-from hcu.defaults import RETRIES
 from hcu.osworld.agents import agent_cli
 from hcu.osworld.errors import HcuOSWorldError, PhaseError
 from hcu.osworld.guest.container_image import resolve
 from hcu.osworld.guest.docker_engine import docker_client
 from hcu.osworld.osworld_bridge.process import OSWorldCodeError
 from hcu.osworld.records.lease import current_host
-from hcu.osworld.run_config import REPEAT_POLICY_TEXT, RunConfig, TaskSpec
-from hcu.record_io import Record, sha256_of_file, write_json, write_record
+from hcu.osworld.records.manifest import Manifest, NodeInfo, Start
+from hcu.osworld.run_config import RunConfig, TaskSpec
+from hcu.record_io import sha256_of_file, write_json, write_record
 
 # What the manifest records as an `error` instead of an identity: an input it cannot look up here.
 _UNKNOWABLE = (PhaseError, OSWorldCodeError)
 
 HEALTHZ_TIMEOUT_SEC = 5.0
 GIT_TIMEOUT_SEC = 10.0
-class Start(BaseModel):
-    """One start of the queue on this run."""
-
-    at: float
-    host: str
-    hcu_commit: dict[str, Any]
-    gateway_health: dict[str, Any]
-
-
-class NodeInfo(BaseModel):
-    """A node that ran attempts of the run."""
-
-    name: str
-    """The Ray node's label hcu/node, else <address>-<node id prefix>; the hostname for the local executor."""
-    host: str
-    address: str | None = None
-    ray_node_id: str | None = None
-    slots: float | None = None
-    """Guest slots the node advertised."""
-    caps: dict[str, int | None] = {}
-    """Its caps on concurrent boot+setup, agent and evaluation phases (None: no cap beyond its slots)."""
-
-
-class Manifest(Record):
-    run_id: str
-    config_sha256: str
-    """sha256 of the resolved config without the tunable keys (see RunConfig.comparable)."""
-    task_files: dict[str, dict[str, Any]]
-    osworld_revision: dict[str, Any]
-    guest_image: dict[str, Any]
-    artifacts: dict[str, Any]
-    guest_docker_image: dict[str, Any] | None = None
-    """The QEMU container image (`reference`, `id`, `repo_digest`); pinned from the first start that finds it on
-    this host (a run may start before its first attempt pulls it). None for the test desktop."""
-    retry_policy: str = RETRIES.policy
-    repeat_policy: str = REPEAT_POLICY_TEXT
-    starts: list[Start] = []
-    nodes: dict[str, NodeInfo] = {}
-    """Every node that ran an attempt of this run, by name."""
-    attempt_nodes: dict[str, str] = {}
-    """Attempt id (run/task/attempt) -> the name of the node it ran on."""
-
-    def pins(self) -> dict[str, Any]:
-        return {"config_sha256": self.config_sha256, "task_files": self.task_files,
-                "guest_image": self.guest_image, "guest_docker_image": (self.guest_docker_image or {}).get("id")}
 
 
 class ManifestMismatch(HcuOSWorldError):
