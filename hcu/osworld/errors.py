@@ -20,6 +20,7 @@ of them. Only `hcu.osworld.attempt.failures` turns the tree into failure classes
     │   ├── GuestError                  guest
     │   │   ├── DockerEngineError       guest.docker_engine: the engine refused a call or did not answer
     │   │   └── GuestMemoryError        guest_memory
+    │   ├── GuestFloodError             guest_flood
     │   ├── SetupError                  setup
     │   │   └── AppMissing              attempt.app_check
     │   ├── GatewayError                gateway
@@ -30,8 +31,9 @@ of them. Only `hcu.osworld.attempt.failures` turns the tree into failure classes
     │   ├── TaskError                   osworld_bridge.tasks (its class set per task file)
     │   └── SweepError                  canary.sweep
     ├── GuestAPIError                   guest.api: a call into the guest failed
+    ├── _TransientStatus                guest.api: a 502, 503 or 504 asked again; never leaves its retry
     ├── AssetError                      osworld_bridge.assets
-    │   └── OfflineAssetMiss
+    │   └── OfflineAssetMiss            osworld_bridge.assets: offline, and the cache lacks the file
     ├── OSWorldCodeError                osworld_bridge.process: OSWorld's process failed, with its kind
     ├── ProtocolError                   osworld_bridge.protocol: a message out of protocol
     ├── SetupStepError                  osworld_bridge.setup: a setup step failed (its cause, if any, attached)
@@ -39,6 +41,8 @@ of them. Only `hcu.osworld.attempt.failures` turns the tree into failure classes
     ├── ConfigError                     run_config: a run config that cannot run
     ├── QueueRefused                    queue.executor
     ├── QueueStopped                    queue.panel
+    ├── QueueDrained                    queue.panel: `ctl drain` ended the queue with repeats left
+    ├── ControlError                    queue.control: a `ctl` command that cannot be applied
     ├── GatewayMismatch                 queue.gate
     ├── ManifestMismatch                queue.manifest
     ├── NodeGatewayError                queue.node_gateway
