@@ -117,6 +117,41 @@ def test_a_cycle_is_found_where_there_is_one() -> None:
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
+def drawn_floors(text: str) -> dict[str, int]:
+    """The rooms of contributing.md's picture by floor: the block whose first line is `floor  rooms`."""
+    block = text.split("```\nfloor  rooms\n", 1)[1].split("```", 1)[0]
+    floors: dict[str, int] = {}
+    for line in block.splitlines():
+        floor, *paths = line.split()
+        for path in paths:
+            assert path not in floors, f"{path} is drawn twice"
+            floors[path] = int(floor)
+    return floors
+
+
+def room_of_path(path: str) -> str:
+    """`osworld/view/` -> hcu.osworld.view, `osworld/__init__.py` -> hcu.osworld (paths under hcu/)."""
+    parts = ["hcu", *path.removesuffix("/").removesuffix(".py").split("/")]
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def test_contributing_md_draws_every_room_above_what_it_imports() -> None:
+    floors = {room_of_path(path): floor for path, floor in
+              drawn_floors((REPO_ROOT / "docs" / "contributing.md").read_text()).items()}
+    graph = import_graph()
+    assert sorted(floors) == sorted({room(module) for module in graph})
+    upward = sorted({f"{room(a)} -> {room(b)}" for a, targets in graph.items() for b in targets
+                     if room(a) != room(b) and floors[room(a)] <= floors[room(b)]})
+    assert upward == [], "an import that does not run down the picture's floors"
+
+
+def test_drawn_floors_read_a_room_per_path() -> None:
+    text = "x\n```\nfloor  rooms\n  2   osworld/view/  demo/\n  1   osworld/__init__.py  defaults.py\n```\ny ```"
+    assert drawn_floors(text) == {"osworld/view/": 2, "demo/": 2, "osworld/__init__.py": 1, "defaults.py": 1}
+    assert [room_of_path(path) for path in drawn_floors(text)] == ["hcu.osworld.view", "hcu.demo", "hcu.osworld",
+                                                                   "hcu.defaults"]
+
+
 def reached(graph: dict[str, set[str]], start: set[str]) -> set[str]:
     """Every module that `start`'s modules import, directly or through others."""
     seen, todo = set(), list(start)
