@@ -4,7 +4,7 @@
   `export`: the `python -m hcu.osworld.<command>` shells.
 - `settings.py` (the fields that are both run_task's flags and a run config's keys; every default is in
   `hcu/defaults.py` or, for one agent, in its adapter's declaration), `run_config.py` (a panel's config: those
-  settings plus the panel's own keys, read by the queue, the summary and the demo), `errors.py` (the one
+  settings plus the panel's own keys, read by the queue, the summary, the demo and the viewer), `errors.py` (the one
   error-policy table: what is retried, scored or withheld).
 - `records/`: the attempt's vocabulary at the bottom (identity, result.json, the lease, file names, cost and
   usage, the signals that end an attempt, a run's manifest.json, a canary sweep's sweep.json); it imports nothing

@@ -12,6 +12,7 @@ from typing import Any, Literal
 import orjson
 from pydantic import ValidationError
 
+from hcu.osworld.agents.events import TraceItem
 from hcu.osworld.attempt.meta import AttemptMeta
 from hcu.osworld.evidence.atif import Trajectory
 from hcu.osworld.queue.state import RetryNote
@@ -63,7 +64,7 @@ class AttemptDetail:
     trajectory: Trajectory | None
     trajectory_problem: str | None
     """Why there is no trajectory to show: absent, or unreadable (and why)."""
-    events: list[dict[str, Any]]
+    events: list[TraceItem]
     """agent.jsonl's items (the CLI's events, normalised): the steps when there is no trajectory."""
     final_screenshots: list[tuple[str, str]]
     recording: str | None
@@ -135,7 +136,8 @@ def _trajectory(run: RunData, folder: str) -> tuple[Trajectory | None, str | Non
         return None, f"{TRAJECTORY_FILE} does not read as ATIF: {where}: {first['msg']}"
 
 
-def _events(run: RunData, folder: str) -> list[dict[str, Any]]:
+def _events(run: RunData, folder: str) -> list[TraceItem]:
+    """agent.jsonl's items, redacted; a line that is not one is left out."""
     try:
         data = (run.run_dir / folder / "agent.jsonl").read_bytes()
     except OSError:
@@ -143,11 +145,9 @@ def _events(run: RunData, folder: str) -> list[dict[str, Any]]:
     items = []
     for line in data.splitlines():
         try:
-            item = orjson.loads(line)
-        except orjson.JSONDecodeError:
+            items.append(TraceItem.model_validate(run.redactor.value(orjson.loads(line))))
+        except (orjson.JSONDecodeError, ValidationError):
             continue
-        if isinstance(item, dict):
-            items.append(run.redactor.value(item))
     return items
 
 
