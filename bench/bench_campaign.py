@@ -28,13 +28,13 @@ from pathlib import Path
 import orjson
 from fresh_run import FreshRun  # beside this script, as bench_live_view imports this one
 
-from hcu.osworld.queue.config import TaskSpec, parse_config
 from hcu.osworld.queue.events import QueueSink
-from hcu.osworld.queue.manifest import NodeInfo
 from hcu.osworld.queue.panel import run_queue
 from hcu.osworld.queue.status import ActiveAttempt
 from hcu.osworld.records.identity import AttemptId
+from hcu.osworld.records.manifest import NodeInfo
 from hcu.osworld.records.result import PhaseTiming, TaskResult
+from hcu.osworld.run_config import TaskSpec, parse_config
 from hcu.record_io import write_record
 
 TASKS, REPEATS = 369, 3

@@ -22,8 +22,8 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from hcu import REPO_ROOT  # noqa: E402
-from hcu.osworld.queue.config import parse_config  # noqa: E402
 from hcu.osworld.queue.panel import run_queue  # noqa: E402
+from hcu.osworld.run_config import parse_config  # noqa: E402
 from tests.queue.ray_cluster import SESSION_NODES, start_cluster  # noqa: E402
 
 ATTEMPTS, SLOTS, RUNNER_SEC = 30, 5, 1.0

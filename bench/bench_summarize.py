@@ -14,7 +14,7 @@ from pathlib import Path
 
 import orjson
 
-from hcu.osworld.queue.config import parse_config
+from hcu.osworld.run_config import parse_config
 from hcu.osworld.summary.run_summary import summarize
 
 TASKS = 10_000

@@ -16,8 +16,8 @@ from pathlib import Path
 import orjson
 from bench_summarize import measure  # bench/ is the script's own folder
 
-from hcu.osworld.queue.config import parse_config
 from hcu.osworld.records.identity import repeat_key
+from hcu.osworld.run_config import parse_config
 
 TASKS, REPEATS = 369, 5
 DOMAINS = ("chrome", "gimp", "libreoffice_calc", "libreoffice_impress", "libreoffice_writer", "multi_apps", "os",

@@ -23,13 +23,13 @@ from bench.fresh_run import FreshRun
 from bench.quota_profile import MAX_OUTPUT_TOKENS, MODEL, PRICES, AttemptPlan, call_headers, prompt_at, request_body
 from bench.quota_world import SimClock, World
 from hcu.defaults import RETRIES
-from hcu.osworld.queue.config import TaskSpec
-from hcu.osworld.queue.manifest import NodeInfo
 from hcu.osworld.queue.status import ActiveAttempt
 from hcu.osworld.quota.gateway_reading import GatewayReport, fetch_report
 from hcu.osworld.records.identity import AttemptId
 from hcu.osworld.records.lease import AttemptLease, current_host
+from hcu.osworld.records.manifest import NodeInfo
 from hcu.osworld.records.result import PhaseTiming, TaskResult, Usage
+from hcu.osworld.run_config import TaskSpec
 from hcu.osworld.settings import LimitSettings
 from hcu.record_io import write_json, write_record
 

@@ -20,12 +20,12 @@ import orjson
 from bench.quota_fleet import AttemptRecord, CallDone, StandInFleet
 from bench.quota_profile import MODEL, PRICES, AttemptPlan
 from bench.quota_world import QueueSimClock, QuotaSpec, SimClock, World
-from hcu.osworld.queue.config import parse_config
 from hcu.osworld.queue.panel import run_queue
 from hcu.osworld.quota.forecast import Campaign, Forecast, MemoryFit, make_forecast
 from hcu.osworld.quota.limits import QuotaLimit
 from hcu.osworld.quota.profile import read_pilots
 from hcu.osworld.records.cost import ModelPrice
+from hcu.osworld.run_config import parse_config
 
 AUTO = "auto"
 POLL_SEC = 5.0

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 import types
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any, Literal, NoReturn, TypeVar, Union, get_args, get_origin
 
 import orjson
@@ -64,12 +64,13 @@ def add_flags(parser: argparse.ArgumentParser, model: type[BaseModel]) -> None:
             parser.add_argument(flag_name(name), default=None, required=required, help=help_text)
 
 
-def to_flags(settings: BaseModel, model: type[BaseModel]) -> list[str]:
-    """The command line that `parse_flags(model, ...)` turns back into `settings`' values for `model`'s fields."""
+def to_flags(settings: BaseModel, model: type[BaseModel], only: Collection[str] | None = None) -> list[str]:
+    """The command line that `parse_flags(model, ...)` turns back into `settings`' values for `model`'s fields (those
+    in `only`, when given)."""
     argv: list[str] = []
     for name, field in model.model_fields.items():
         value = getattr(settings, name)
-        if value is None or value is False:
+        if value is None or value is False or (only is not None and name not in only):
             continue
         if value is True:
             argv.append(flag_name(name))

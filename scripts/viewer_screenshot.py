@@ -22,7 +22,7 @@ from PIL import Image
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the run builder and the browser live in tests/view
 
 from hcu import REPO_ROOT  # noqa: E402
-from hcu.osworld.canary.sweep_file import SWEEP_FILE, SweepFile, SweepTask  # noqa: E402
+from hcu.osworld.records.sweep_file import SWEEP_FILE, SweepFile, SweepTask  # noqa: E402
 from hcu.osworld.summary.run_summary import summarize  # noqa: E402
 from hcu.osworld.view.data import RunData  # noqa: E402
 from hcu.osworld.view.export import export  # noqa: E402

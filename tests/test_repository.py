@@ -1,6 +1,7 @@
-"""The repository's own rules, checked: no import cycles in hcu (lazy and type-checking imports included), no
-citation of files outside the repository or of issue numbers, a README a newcomer reads in five minutes, and one
-place per kind of knowledge (an agent CLI named only by its adapter, a provider's variables only by its gateway)."""
+"""The repository's own rules, checked: no import cycles in hcu and no loop among its rooms (lazy and type-checking
+imports included), no citation of files outside the repository or of issue numbers, a README a newcomer reads in
+five minutes, and one place per kind of knowledge (an agent CLI named only by its adapter, a provider's variables
+only by its gateway)."""
 
 from __future__ import annotations
 
@@ -88,27 +89,88 @@ def room(module: str) -> str:
     return ".".join(parts[:3] if parts[:2] == ["hcu", "osworld"] and len(parts) > 2 else parts[:2])
 
 
-def rooms_importing_each_other(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
-    """Pairs of rooms each of which imports the other (at module level, in a function or under TYPE_CHECKING)."""
-    edges = {(room(a), room(b)) for a, targets in graph.items() for b in targets if room(a) != room(b)}
-    return sorted((a, b) for a, b in edges if (b, a) in edges and a < b)
+def room_loops(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Rooms that reach one another through their imports (at module level, in a function or under TYPE_CHECKING),
+    two rooms importing each other or a loop of any length: the strongly connected components of the rooms."""
+    rooms: dict[str, set[str]] = {room(module): set() for module in graph}
+    for module, targets in graph.items():
+        rooms[room(module)] |= {room(target) for target in targets} - {room(module)}
+    return cycles(rooms)
 
 
-def test_no_two_rooms_of_hcu_import_each_other() -> None:
-    assert rooms_importing_each_other(import_graph()) == []
+def test_no_loop_among_the_rooms_of_hcu() -> None:
+    assert room_loops(import_graph()) == []
 
 
-def test_rooms_importing_each_other_are_found() -> None:
-    graph = {"hcu.osworld.attempt.runner": {"hcu.osworld.queue.plan", "hcu.osworld.attempt.identity"},
-             "hcu.osworld.queue.plan": {"hcu.osworld.tasks"}, "hcu.osworld.tasks": set(),
+def test_a_loop_of_rooms_is_found_at_any_length() -> None:
+    graph = {"hcu.osworld.attempt.runner": {"hcu.osworld.evidence.collect", "hcu.osworld.attempt.identity"},
+             "hcu.osworld.evidence.collect": {"hcu.osworld.summary.rows"}, "hcu.osworld.summary.rows": set(),
              "hcu.osworld.attempt.identity": set(), "hcu.gateway.core": {"hcu.defaults"}, "hcu.defaults": set()}
-    assert rooms_importing_each_other(graph) == []
-    graph["hcu.osworld.queue.plan"].add("hcu.osworld.attempt.identity")
-    assert rooms_importing_each_other(graph) == [("hcu.osworld.attempt", "hcu.osworld.queue")]
+    assert room_loops(graph) == []
+    graph["hcu.osworld.summary.rows"].add("hcu.osworld.attempt.identity")
+    assert room_loops(graph) == [["hcu.osworld.attempt", "hcu.osworld.evidence", "hcu.osworld.summary"]]
+    graph["hcu.osworld.summary.rows"] = {"hcu.osworld.evidence.collect"}
+    assert room_loops(graph) == [["hcu.osworld.evidence", "hcu.osworld.summary"]]
 
 
 def test_a_cycle_is_found_where_there_is_one() -> None:
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def drawn_floors(text: str) -> dict[str, int]:
+    """The rooms of contributing.md's picture by floor: the block whose first line is `floor  rooms`."""
+    block = text.split("```\nfloor  rooms\n", 1)[1].split("```", 1)[0]
+    floors: dict[str, int] = {}
+    for line in block.splitlines():
+        floor, *paths = line.split()
+        for path in paths:
+            assert path not in floors, f"{path} is drawn twice"
+            floors[path] = int(floor)
+    return floors
+
+
+def room_of_path(path: str) -> str:
+    """`osworld/view/` -> hcu.osworld.view, `osworld/__init__.py` -> hcu.osworld (paths under hcu/)."""
+    parts = ["hcu", *path.removesuffix("/").removesuffix(".py").split("/")]
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def test_contributing_md_draws_every_room_above_what_it_imports() -> None:
+    floors = {room_of_path(path): floor for path, floor in
+              drawn_floors((REPO_ROOT / "docs" / "contributing.md").read_text()).items()}
+    graph = import_graph()
+    assert sorted(floors) == sorted({room(module) for module in graph})
+    upward = sorted({f"{room(a)} -> {room(b)}" for a, targets in graph.items() for b in targets
+                     if room(a) != room(b) and floors[room(a)] <= floors[room(b)]})
+    assert upward == [], "an import that does not run down the picture's floors"
+
+
+def test_drawn_floors_read_a_room_per_path() -> None:
+    text = "x\n```\nfloor  rooms\n  2   osworld/view/  demo/\n  1   osworld/__init__.py  defaults.py\n```\ny ```"
+    assert drawn_floors(text) == {"osworld/view/": 2, "demo/": 2, "osworld/__init__.py": 1, "defaults.py": 1}
+    assert [room_of_path(path) for path in drawn_floors(text)] == ["hcu.osworld.view", "hcu.demo", "hcu.osworld",
+                                                                   "hcu.defaults"]
+
+
+def reached(graph: dict[str, set[str]], start: set[str]) -> set[str]:
+    """Every module that `start`'s modules import, directly or through others."""
+    seen, todo = set(), list(start)
+    while todo:
+        for target in graph[todo.pop()] - seen:
+            seen.add(target)
+            todo.append(target)
+    return seen
+
+
+def test_the_attempt_runner_reaches_no_stand_in() -> None:
+    """The commands choose the asset source (hcu/osworld/stand_ins/asset_source.py) and hand it to the runner."""
+    graph = import_graph()
+    runner = {module for module in graph if room(module) == "hcu.osworld.attempt"}
+    assert {room(module) for module in reached(graph, runner)} & {"hcu.osworld.stand_ins"} == set()
+
+
+def test_reached_follows_imports_through_other_modules() -> None:
+    assert reached({"a": {"b"}, "b": {"c"}, "c": set(), "d": {"a"}}, {"a"}) == {"b", "c"}
 
 
 def test_code_and_docs_cite_nothing_outside_the_repository() -> None:

@@ -15,7 +15,7 @@ from hcu import REPO_ROOT
 from hcu.defaults import RETRIES, RetryDefaults
 from hcu.osworld.attempt.agent_phase import AgentLimits
 from hcu.osworld.guest.api import GuestAPI, GuestAPIError
-from hcu.osworld.queue.manifest import Manifest
+from hcu.osworld.records.manifest import Manifest
 
 PACKAGE = REPO_ROOT / "hcu"
 LIMIT_NAME = re.compile(r"(ATTEMPTS|RETRIES|RESUMES|TRIES)$")

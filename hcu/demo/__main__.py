@@ -16,9 +16,9 @@ from urllib.parse import urlsplit
 from hcu import REPO_ROOT
 from hcu.demo.stand_in import scripted_stack
 from hcu.osworld.live.watch import watcher
-from hcu.osworld.queue.config import ConfigError, load_config
 from hcu.osworld.queue.gate import launch_gate
 from hcu.osworld.queue.panel import run_queue
+from hcu.osworld.run_config import ConfigError, load_config
 from hcu.osworld.summary.run_summary import summarize
 
 DEFAULT_CONFIG = REPO_ROOT / "configs" / "demo.json"

@@ -19,9 +19,9 @@ from pathlib import Path
 import requests
 
 from hcu.defaults import GATEWAY
-from hcu.gateway.descriptors import ProviderDescriptor
 from hcu.osworld.agents import agent_cli
 from hcu.osworld.guest.bridge import bridge_address
+from hcu.osworld.settings import gateway_options
 
 STAND_IN_TOKEN = "scripted-upstream-token"
 """The 'real' credential the gateway adds for the scripted upstream; tests check it never reaches a guest."""
@@ -60,8 +60,10 @@ def scripted_stack(agent: str, policies: Path, *, token_log: Path, max_model_cal
         procs.append(_spawn([sys.executable, "-m", "hcu.scripted.policy", "--policies", str(policies), "--host",
                              "127.0.0.1", "--port", str(up_port), *limits], log_dir / "scripted-upstream.log"))
         _wait_tcp("127.0.0.1", up_port, procs[-1])
-        argv, env = _gateway_command(provider, host, gw_port, up_port, token_log, max_model_calls,
-                                     rate_limit_max_wait, scope_key_file)
+        options = gateway_options(host=host, token_log=token_log, max_model_calls=max_model_calls,
+                                  scope_key_file=scope_key_file, rate_limit_max_wait=rate_limit_max_wait)
+        upstream_flags, upstream_env = provider.upstream_at(upstream_url, STAND_IN_TOKEN)
+        argv, env = options.command(provider, gw_port, upstream_flags), {**os.environ, **upstream_env}
         gateway_url = f"http://{host}:{gw_port}"
 
         def start_gateway() -> None:
@@ -89,17 +91,6 @@ def _stop(proc: subprocess.Popen) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
-
-
-def _gateway_command(provider: ProviderDescriptor, host: str, port: int, up_port: int, token_log: Path,
-                     max_calls: int, max_wait: float, scope_key_file: Path | None) -> tuple[list[str], dict[str, str]]:
-    argv = [sys.executable, "-m", provider.module, "--host", host, "--out", str(token_log),
-            "--max-requests-per-task", str(max_calls), "--rate-limit-max-wait", str(max_wait)]
-    if scope_key_file is not None:
-        argv += ["--scope-key-file", str(scope_key_file)]
-    upstream_flags, upstream_env = provider.upstream_at(f"http://127.0.0.1:{up_port}", STAND_IN_TOKEN)
-    argv += [provider.port_flag, str(port), *upstream_flags]
-    return argv, {**os.environ, **upstream_env}
 
 
 def _spawn(argv: list[str], log: Path, env: dict[str, str] | None = None) -> subprocess.Popen:

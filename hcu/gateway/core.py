@@ -33,9 +33,10 @@ from hcu.gateway.ledger import GateRefusal
 from hcu.gateway.listener import serve
 from hcu.gateway.log_redaction import redact_logs
 from hcu.gateway.observed_limits import NOTES
+from hcu.gateway.options import GatewayConfig
 from hcu.gateway.refusals import NO_SCOPE, NO_SECRET
 from hcu.gateway.routes import match_route, valid_scope
-from hcu.gateway.state import STATE, GatewayConfig, GatewayState
+from hcu.gateway.state import STATE, GatewayState
 
 __all__ = ["GatewayConfig", "GatewayState", "build_app", "serve"]
 

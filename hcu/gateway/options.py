@@ -1,19 +1,39 @@
-"""The gateways' flags as pydantic settings: a field is a flag (`hcu.flags`), its docstring the help, its
-default `hcu.defaults.GATEWAY`'s. In a module of its own so the models resolve however a gateway is started."""
+"""A gateway's options, one model each way: its flags as pydantic settings (a field is a flag through `hcu.flags`,
+its docstring the help, its default `hcu.defaults.GATEWAY`'s), parsed from a command line by the gateway and built
+into one (`GatewayOptions.command`) by whoever starts a gateway (the queue's node gateways, the demo's stand-in);
+and the config a gateway process runs with (`GatewayConfig`). Light on purpose: no gateway starts on import.
+"""
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, field_validator
+from pydantic import ConfigDict, Field, field_validator
 
-from hcu.defaults import GATEWAY
-from hcu.flags import Settings
+from hcu.defaults import GATEWAY, GatewayDefaults
+from hcu.flags import Settings, to_flags
+from hcu.gateway.descriptors import ProviderDescriptor
 from hcu.gateway.pool import UpstreamSpecError, parse_upstreams
-from hcu.gateway.state import GatewayConfig
 
 Port = Annotated[int, Field(gt=0, lt=65536)]
+
+
+class GatewayConfig(GatewayDefaults):
+    """One gateway process's settings: what it must be told, and every default of `hcu.defaults.GATEWAY`
+    (described there), which the flags of `hcu.gateway.cli` may override."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_requests_per_task: int
+    """Successful generations allowed per task scope (0 = no budget)."""
+    out: Path
+    """Token log (JSONL); counters are restored from it at start."""
+    scope_key_file: Path | None = None
+    """With a key file, a task scope is served only to requests carrying its secret (hcu.gateway.scope_secret);
+    without one, any placeholder credential is accepted."""
 
 
 class GatewayOptions(Settings):
@@ -55,23 +75,28 @@ class GatewayOptions(Settings):
     def ports_to_serve(self) -> list[int]:
         raise NotImplementedError
 
+    def argv(self) -> list[str]:
+        """The command line that parses back into these options: a flag for each field given (the gateway's defaults
+        stand for the others)."""
+        return to_flags(self, type(self), only=self.model_fields_set)
+
+    def command(self, provider: ProviderDescriptor, port: int, upstream_flags: Sequence[str] = ()) -> list[str]:
+        """`provider`'s gateway started with the flags every gateway takes, as given here, on `port`;
+        `upstream_flags` name its upstream where a flag does (its environment does otherwise). No credential is
+        ever a flag."""
+        flags = to_flags(self, GatewayOptions, only=self.model_fields_set)
+        return [sys.executable, "-m", provider.module, *flags, provider.port_flag, str(port), *upstream_flags]
+
     def config(self) -> GatewayConfig:
-        return GatewayConfig(
-            max_requests_per_task=self.max_requests_per_task,
-            rate_limit_max_wait_sec=self.rate_limit_max_wait,
-            out=self.out,
-            upstream_idle_timeout_sec=self.upstream_idle_timeout,
-            header_timeout_sec=self.header_timeout,
-            max_connections_per_peer=self.max_connections_per_peer,
-            refusal_interval_sec=self.refusal_interval,
-            refusal_rows_per_interval=self.refusal_rows_per_interval,
-            flood_refusals_per_interval=self.flood_refusals_per_interval,
-            flood_delay_sec=self.flood_delay,
-            free_calls_per_interval=self.free_calls_per_interval,
-            max_log_bytes_per_scope=self.max_log_bytes_per_scope,
-            max_refusal_log_bytes=self.max_refusal_log_bytes,
-            scope_key_file=self.scope_key_file,
-        )
+        """The config these flags make (every flag but where to listen): each flag's value under the config's name
+        for it, the flag's own or, for a duration, with the config's unit (`rate_limit_max_wait_sec`)."""
+        given = self.model_dump(include=set(GatewayOptions.model_fields) - {"host"})
+        return GatewayConfig(**{config_name(name): value for name, value in given.items()})
+
+
+def config_name(flag_field: str) -> str:
+    """The `GatewayConfig` field a flag of every gateway sets."""
+    return flag_field if flag_field in GatewayConfig.model_fields else f"{flag_field}_sec"
 
 
 class SinglePortOptions(GatewayOptions):

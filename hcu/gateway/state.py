@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from pathlib import Path
 
 import aiohttp
 from aiohttp import web
-from pydantic import ConfigDict
 
-from hcu.defaults import GatewayDefaults
 from hcu.gateway.budget import Budget
 from hcu.gateway.clock import SYSTEM_CLOCK, Clock
 from hcu.gateway.ledger import Ledger
+from hcu.gateway.options import GatewayConfig
 from hcu.gateway.pool import Pool
 from hcu.gateway.provider import Provider
 from hcu.gateway.request_body import BodyLimits, PeerBodies
@@ -22,21 +20,6 @@ from hcu.gateway.scope_secret import ScopeGuard, load_or_create_key
 from hcu.gateway.tokenlog import TokenLog
 
 log = logging.getLogger("hcu.gateway")
-
-
-class GatewayConfig(GatewayDefaults):
-    """One gateway process's settings: what it must be told, and every default of `hcu.defaults.GATEWAY`
-    (described there), which the flags of `hcu.gateway.cli` may override."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    max_requests_per_task: int
-    """Successful generations allowed per task scope (0 = no budget)."""
-    out: Path
-    """Token log (JSONL); counters are restored from it at start."""
-    scope_key_file: Path | None = None
-    """With a key file, a task scope is served only to requests carrying its secret (hcu.gateway.scope_secret);
-    without one, any placeholder credential is accepted."""
 
 
 class GatewayState:

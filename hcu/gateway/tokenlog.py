@@ -51,7 +51,9 @@ or held a budget slot are always kept."""
 
 
 class TokenUsage(BaseModel):
-    """Tokens of one generation, parsed from the upstream's JSON body or stream."""
+    """Tokens of one generation, parsed from the upstream's JSON body or stream. A log row's part: the token log's
+    `usage` of each row, the one count every other usage type is made from (result.json's `records.result.Usage`
+    sums an attempt's rows)."""
 
     model_config = ConfigDict(extra="forbid")
 

@@ -3,10 +3,12 @@
 - `run_task`, `run_queue`, `ctl`, `setup_canary`, `canary_sweep`, `summarize`, `cleanup`, `evaluator_check`,
   `export`: the `python -m hcu.osworld.<command>` shells.
 - `settings.py` (the fields that are both run_task's flags and a run config's keys; every default is in
-  `hcu/defaults.py` or, for one agent, in its adapter's declaration), `errors.py` (the one error-policy table:
-  what is retried, scored or withheld).
+  `hcu/defaults.py` or, for one agent, in its adapter's declaration), `run_config.py` (a panel's config: those
+  settings plus the panel's own keys, read by the queue, the summary, the demo and the viewer), `errors.py` (the one
+  error-policy table: what is retried, scored or withheld).
 - `records/`: the attempt's vocabulary at the bottom (identity, result.json, the lease, file names, cost and
-  usage, the signals that end an attempt); it imports nothing above it, and no two rooms import each other.
+  usage, the signals that end an attempt, a run's manifest.json, a canary sweep's sweep.json); it imports nothing
+  above it, and no loop closes among the rooms (docs/contributing.md draws them by floor).
 - `guest/`: where a guest is started, gated on readiness and removed (Docker, in-guest API, ports, overlays,
   the host's KVM and memory).
 - `attempt/`: the top floor: the runner and the phases of one attempt (isolate, upload, setup, probe, agent,

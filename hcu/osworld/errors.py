@@ -21,6 +21,7 @@ of them. Only `hcu.osworld.attempt.failures` turns the tree into failure classes
     │   │   ├── DockerEngineError       guest.docker_engine: the engine refused a call or did not answer
     │   │   ├── MonitorError            guest.monitor: QEMU's monitor refused a command or did not answer
     │   │   └── GuestMemoryError        guest_memory
+    │   ├── GuestFloodError             guest_flood
     │   ├── SetupError                  setup
     │   │   └── AppMissing              attempt.app_check
     │   ├── GatewayError                gateway
@@ -31,22 +32,25 @@ of them. Only `hcu.osworld.attempt.failures` turns the tree into failure classes
     │   ├── TaskError                   osworld_bridge.tasks (its class set per task file)
     │   └── SweepError                  canary.sweep
     ├── GuestAPIError                   guest.api: a call into the guest failed
+    ├── _TransientStatus                guest.api: a 502, 503 or 504 asked again; never leaves its retry
     ├── AssetError                      osworld_bridge.assets
-    │   └── OfflineAssetMiss
+    │   └── OfflineAssetMiss            osworld_bridge.assets: offline, and the cache lacks the file
     ├── OSWorldCodeError                osworld_bridge.process: OSWorld's process failed, with its kind
     ├── ProtocolError                   osworld_bridge.protocol: a message out of protocol
     ├── SetupStepError                  osworld_bridge.setup: a setup step failed (its cause, if any, attached)
     ├── Failure                         osworld_bridge.child.v1: inside OSWorld's process, sent back as a kind
-    ├── ConfigError                     queue.config: a run config that cannot run
+    ├── ConfigError                     run_config: a run config that cannot run
     ├── QueueRefused                    queue.executor
     ├── QueueStopped                    queue.panel
+    ├── QueueDrained                    queue.panel: `ctl drain` ended the queue with repeats left
+    ├── ControlError                    queue.control: a `ctl` command that cannot be applied
     ├── GatewayMismatch                 queue.gate
     ├── ManifestMismatch                queue.manifest
     ├── NodeGatewayError                queue.node_gateway
     ├── AttemptGone                     queue.ray_node (also a LookupError)
     ├── FetchError                      agents.fetch: an agent CLI's files could not be fetched
     ├── PilotError                      quota.profile: a forecast_from entry that is not a run of this agent
-    ├── SweepUnreadable                 canary.sweep_file: a folder that is not a canary sweep's
+    ├── SweepUnreadable                 records.sweep_file: a folder that is not a canary sweep's
     ├── SummaryError                    summary.run_summary
     ├── SummaryUnreadable               summary.model: a summary.json that does not read
     ├── RegradeRefused                  regrading.run: a run, task or selection without a kept desktop

@@ -16,8 +16,8 @@ from pathlib import Path
 from hcu.flags import OneLineParser
 from hcu.osworld.guest.kinds import GuestSpec
 from hcu.osworld.guest_state.snapshots import SnapshotCache, SnapshotConfig
-from hcu.osworld.queue.config import ConfigError, load_config
 from hcu.osworld.records.identity import AttemptId
+from hcu.osworld.run_config import ConfigError, load_config
 
 
 def main(argv: list[str] | None = None) -> int:

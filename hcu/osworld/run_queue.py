@@ -14,7 +14,6 @@ import orjson
 
 from hcu.osworld.errors import ConfigurationError
 from hcu.osworld.live.watch import watcher
-from hcu.osworld.queue.config import ConfigError, RunConfig, load_config
 from hcu.osworld.queue.forecasting import known_upstreams, quota_mismatch
 from hcu.osworld.queue.gate import GatewayMismatch, launch_gate
 from hcu.osworld.queue.manifest import ManifestMismatch
@@ -29,6 +28,7 @@ from hcu.osworld.queue.panel import (
 from hcu.osworld.queue.plan import describe_plan, plan_json
 from hcu.osworld.queue.snapshot import read_snapshot
 from hcu.osworld.quota.profile import PilotError
+from hcu.osworld.run_config import ConfigError, RunConfig, load_config
 
 
 def _stop_on_sigterm(signum: int, frame: object) -> None:

@@ -12,12 +12,13 @@ from hcu.osworld.attempt.options import parse_options
 from hcu.osworld.attempt.pipeline import run_task
 from hcu.osworld.errors import policy_for
 from hcu.osworld.records.interrupts import StopSignals
+from hcu.osworld.stand_ins.asset_source import asset_source
 
 
 def main(argv: list[str] | None = None) -> int:
     opts = parse_options(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stdout)
-    result = run_task(opts, StopSignals().install())
+    result = run_task(opts, StopSignals().install(), asset_source=asset_source)
     print(f"result: status={result.status} score={result.score} termination={result.termination_reason} "
           f"failure={result.failure_classification}")
     if result.status == "completed":

@@ -29,6 +29,7 @@ from hcu.defaults import (
 )
 from hcu.flags import Settings
 from hcu.gateway.descriptors import PROVIDERS
+from hcu.gateway.options import GatewayOptions
 from hcu.osworld.agents import AgentName, agent_cli
 from hcu.osworld.records.cost import ModelPrice
 
@@ -208,8 +209,30 @@ class GatewaySettings(Settings):
     attempt's scope secret, so no other guest can use, read or end this attempt's scope. Created when missing."""
 
 
-class AttemptSettings(CostSettings, KeepSettings, GatewaySettings, LimitSettings, AgentSettings, SetupSettings,
-                      OSWorldSettings, AssetSettings, GuestSettings, TaskSettings):
+def gateway_options(*, host: str, token_log: Path, max_model_calls: int, scope_key_file: Path | None,
+                    rate_limit_max_wait: float | None = None) -> GatewayOptions:
+    """The options of the gateway a run's attempts talk to, listening on `host`: the one place where a run's settings
+    become its gateway's flags (`token_log` is its --out, `max_model_calls` its --max-requests-per-task; both names
+    are the reference's), with its rate-limit wait where the run sets one."""
+    given = {} if rate_limit_max_wait is None else {"rate_limit_max_wait": rate_limit_max_wait}
+    return GatewayOptions(host=host, out=token_log, max_requests_per_task=max_model_calls,
+                          scope_key_file=scope_key_file, **given)
+
+
+RUN_GATEWAY_FIELDS = frozenset(gateway_options(host="", token_log=Path(), max_model_calls=0,
+                                               scope_key_file=None).model_fields_set)
+"""The gateway's fields every run fills (where it listens, its token log, budget and scope key), whatever its
+values."""
+
+
+class GuestAttemptSettings(SetupSettings, OSWorldSettings, AssetSettings, GuestSettings, TaskSettings):
+    """What the phases every attempt has (hcu/osworld/attempt/guest_phases.py) read: the task, its guest, its
+    files, OSWorld's interpreter and the setup's deadlines. An attempt with an agent adds the rest
+    (`AttemptSettings`), the canary its own options."""
+
+
+class AttemptSettings(CostSettings, KeepSettings, GatewaySettings, LimitSettings, AgentSettings,
+                      GuestAttemptSettings):
     """Everything one attempt runs with, apart from which task it is and where its results go."""
 
     @model_validator(mode="after")

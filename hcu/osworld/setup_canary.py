@@ -19,6 +19,8 @@ from hcu.flags import OneLineParser, add_flags, parse_flags
 from hcu.osworld.canary.attempt import REPORT_NAME, CanaryOptions, run
 from hcu.osworld.osworld_bridge.assets import AssetError
 from hcu.osworld.records.interrupts import StopSignals
+from hcu.osworld.stand_ins.asset_source import asset_source
+from hcu.osworld.stand_ins.source import stand_in_cache
 
 
 def parse_args(argv: list[str] | None) -> CanaryOptions:
@@ -39,8 +41,6 @@ def resolved(parser: OneLineParser, args: Any, folder_flag: str, folder: Path) -
         parser.error(f"{folder_flag}: {folder} exists and is not a folder")
     updates = args.guest_defaults(getattr(args, "benchmark_version", "v1"))
     if args.asset_stand_ins:
-        from hcu.osworld.stand_ins.source import stand_in_cache
-
         try:
             updates["asset_cache"] = stand_in_cache(args.asset_cache)
         except AssetError as exc:
@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     stops = StopSignals().install()
     with contextlib.redirect_stdout(sys.stderr):  # OSWorld's getters print; stdout keeps the one result line
-        report = run(args, stops=stops)
+        report = run(args, asset_source=asset_source, stops=stops)
     line = f"setup_canary: {report.status}: {args.result_dir / REPORT_NAME}"
     if report.error:
         line += f" ({report.error})"

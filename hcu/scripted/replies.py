@@ -40,7 +40,9 @@ class ScriptedRequest:
 
 @dataclass
 class Usage:
-    """Same convention as the token log: input includes cached, output includes reasoning."""
+    """Same convention as the token log: input includes cached, output includes reasoning. The wire format's source:
+    what a scripted reply says it used, written into each provider's usage fields (wire_*.py) for the gateway to
+    parse as a `gateway.tokenlog.TokenUsage`; the scripted model's only."""
 
     input_tokens: int = 12
     cached_input_tokens: int = 0

@@ -15,7 +15,7 @@ from hcu import REPO_ROOT
 from hcu.gateway.descriptors import PROVIDERS
 from hcu.osworld.agents import ADAPTERS, AGENT_NAMES, ARTIFACTS, INHERITED_PATHS, MANAGED_CONFIG, AgentName
 from hcu.osworld.attempt.options import parse_options
-from hcu.osworld.queue.config import ConfigError, load_config
+from hcu.osworld.run_config import ConfigError, load_config
 
 
 @pytest.mark.parametrize("name", AGENT_NAMES)

@@ -15,7 +15,7 @@ import pytest
 from hcu.osworld.osworld_bridge.assets import STAND_IN_MARKER, AssetCache, AssetError, cache_path, holds_stand_ins
 from hcu.osworld.osworld_bridge.process import child_env
 from hcu.osworld.osworld_bridge.tasks import load_task
-from hcu.osworld.queue.config import ConfigError, parse_config
+from hcu.osworld.run_config import ConfigError, parse_config
 from hcu.osworld.stand_ins.plan import archive_members, expected_files, task_files
 from hcu.osworld.stand_ins.source import StandInAssets
 from hcu.osworld.summary.run_summary import SummaryError, summarize

@@ -26,6 +26,7 @@ from hcu.osworld.canary.sweep import (
 )
 from hcu.osworld.osworld_bridge.evaluate import EvalResult
 from hcu.osworld.records.result import EmptyGetter
+from hcu.osworld.stand_ins import asset_source as sources
 from hcu.record_io import write_record
 from tests.official_tasks import OFFICIAL_TASKS
 
@@ -106,7 +107,8 @@ def test_a_canary_whose_guest_failed_runs_again_at_once_and_on_resume(tmp_path: 
     flaky, steady = select_tasks(opts)
     runs = tmp_path / "runs.txt"
 
-    def canary(options, *, stops, osworld) -> CanaryReport:
+    def canary(options, *, asset_source, stops, osworld) -> CanaryReport:
+        assert asset_source is sources.asset_source  # the command chooses the task files' source, not the runner
         with runs.open("a") as f:
             f.write(options.task_id + "\n")
         seen = runs.read_text().split().count(options.task_id)
@@ -126,7 +128,7 @@ def test_a_canary_whose_guest_failed_runs_again_at_once_and_on_resume(tmp_path: 
     assert final_report(report_path(opts.out, steady)) is None  # a resume runs it again
     runs.unlink()
 
-    def always_failing(options, *, stops, osworld) -> CanaryReport:
+    def always_failing(options, *, asset_source, stops, osworld) -> CanaryReport:
         with runs.open("a") as f:
             f.write(options.task_id + "\n")
         return report(steady, "failed", classification="guest", error="guest not ready in 1 s")

@@ -7,6 +7,7 @@ import importlib
 import inspect
 import os
 import pkgutil
+import re
 import signal
 import time
 from pathlib import Path
@@ -139,6 +140,53 @@ def test_every_exception_of_hcu_osworld_derives_from_its_root() -> None:
     assert not issubclass(AttemptEnded, Exception) and issubclass(HcuOSWorldError, Exception)
     refused, gone = classes["hcu.osworld.view.paths.PathRefused"], classes["hcu.osworld.queue.ray_node.AttemptGone"]
     assert issubclass(refused, ValueError) and issubclass(gone, LookupError), "`except ValueError` callers still work"
+
+
+TREE_LINE = re.compile(r"^    (?P<indent>(?:[│ ]   )*)(?:[├└]── )?(?P<name>_?[A-Z]\w*)(?P<rest>.*)$")
+
+
+def drawn_tree(doc: str) -> dict[str, tuple[str | None, str]]:
+    """errors.py's drawing: each class with the class above it (None for a root) and what its line says."""
+    drawn: dict[str, tuple[str | None, str]] = {}
+    parents: list[str] = []
+    for line in doc.splitlines():
+        if (match := TREE_LINE.match(line)) is None:
+            continue
+        depth = len(match["indent"]) // 4 + (1 if "──" in line else 0)
+        parents[depth:] = [match["name"]]
+        says = match["rest"].split()
+        drawn[match["name"]] = (parents[depth - 1] if depth else None, says[0] if says else "")
+    return drawn
+
+
+def test_errors_py_draws_every_exception_class_under_its_base() -> None:
+    """The drawing in errors.py's docstring is the tree: each class of hcu.osworld once, under the class it derives
+    from, and one defined elsewhere names its module."""
+    import hcu.osworld.errors as errors
+
+    drawn = drawn_tree(errors.__doc__ or "")
+    classes = {cls.__name__: cls for cls in exception_classes().values()}
+    assert sorted(drawn) == sorted(classes)
+    for name, (parent, says) in drawn.items():
+        cls = classes[name]
+        bases = [base.__name__ for base in cls.__bases__ if issubclass(base, (HcuOSWorldError, AttemptEnded))]
+        assert bases == ([parent] if parent else []), name
+        if cls.__module__ != errors.__name__:
+            assert says.rstrip(":") == cls.__module__.removeprefix("hcu.osworld."), name
+
+
+def test_drawn_tree_reads_indentation_as_parentage() -> None:
+    doc = """
+    Root                 hcu.osworld.errors
+    ├── A                a
+    │   └── B            b.module: why
+    └── C
+
+    Other (a BaseException)
+    └── D
+"""
+    assert drawn_tree(doc) == {"Root": (None, "hcu.osworld.errors"), "A": ("Root", "a"), "B": ("A", "b.module:"),
+                               "C": ("Root", ""), "Other": (None, "(a"), "D": ("Other", "")}
 
 
 def test_the_docker_engine_boundary_translates_its_errors_once() -> None:

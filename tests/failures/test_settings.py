@@ -11,10 +11,10 @@ import pytest
 
 from hcu.osworld.attempt.options import parse_options
 from hcu.osworld.guest.lifecycle import container_name
-from hcu.osworld.queue.config import ConfigError, load_config
 from hcu.osworld.queue.launch import runner_args
 from hcu.osworld.queue.plan import describe_plan
 from hcu.osworld.records.identity import AttemptId
+from hcu.osworld.run_config import ConfigError, load_config
 
 STANDALONE = ["--task-id", "t1", "--agent", "codex", "--test-desktop"]
 
@@ -43,7 +43,8 @@ def test_max_model_calls_0_is_no_budget_everywhere(tmp_path: Path) -> None:
     assert parse_options([*STANDALONE, "--max-model-calls", "0"]).max_model_calls == 0
     config = config_at(tmp_path, max_model_calls=0)
     assert "--max-model-calls 0" in " ".join(runner_args(config, config.tasks[0], 1, tmp_path / "r"))
-    assert "--max-requests-per-task 0 (0 = no budget)" in describe_plan(config)
+    assert "--max-requests-per-task 0 --scope-key-file" in describe_plan(config)
+    assert "(--max-requests-per-task 0 = no budget)" in describe_plan(config)
     gateway = subprocess.run([sys.executable, "-m", "hcu.gateway.openai_proxy", "--max-requests-per-task", "0",
                               "--host", "127.0.0.1", "--upstreams", "h", "--out", str(tmp_path / "o"), "--ports",
                               "80,x"], capture_output=True, text=True, timeout=60)

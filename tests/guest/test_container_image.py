@@ -14,8 +14,9 @@ import pytest
 from hcu.osworld.guest.container_image import repository, resolve
 from hcu.osworld.guest.docker_engine import docker_client
 from hcu.osworld.guest.lifecycle import GuestSpec
-from hcu.osworld.queue.config import load_config
 from hcu.osworld.queue.manifest import ManifestMismatch, docker_image_identity, record_start
+from hcu.osworld.records.manifest import DockerImageIdentity
+from hcu.osworld.run_config import load_config
 from hcu.osworld.settings import GuestSettings
 from tests.guest.conftest import QEMU_RUNNER_IMAGE
 
@@ -63,16 +64,17 @@ def test_the_manifest_pins_the_qemu_container_image_from_the_first_start_that_fi
                                                  "guest_docker_image": reference}))
     with contextlib.closing(docker_client()) as client:
         try:
-            assert record_start(config).guest_docker_image == {"reference": reference, "error": "ImageNotFound"}
+            assert record_start(config).guest_docker_image == DockerImageIdentity(reference=reference,
+                                                                                 error="ImageNotFound")
             client.images.get(test_desktop_image).tag(reference)  # "pulled" by the first attempt
             pinned = record_start(config).guest_docker_image
-            assert pinned == {"reference": reference, "id": client.images.get(test_desktop_image).id,
-                              "repo_digest": None}
+            assert pinned == DockerImageIdentity(reference=reference, id=client.images.get(test_desktop_image).id,
+                                                 repo_digest=None)
             client.images.get(QEMU_RUNNER_IMAGE).tag(reference)  # the tag moved under the run
             with pytest.raises(ManifestMismatch, match="guest_docker_image changed"):
                 record_start(config)
             stored = orjson.loads((config.run_dir / "manifest.json").read_bytes())
-            assert stored["guest_docker_image"] == pinned and len(stored["starts"]) == 2
+            assert stored["guest_docker_image"] == pinned.model_dump() and len(stored["starts"]) == 2
         finally:
             client.images.remove(reference)
 

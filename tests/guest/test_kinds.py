@@ -16,7 +16,7 @@ from hcu import REPO_ROOT
 from hcu.defaults import GUEST
 from hcu.osworld.guest.host import size_bytes
 from hcu.osworld.guest.kinds import KINDS, GuestSpec, KindName, QemuGuest, TestDesktopGuest, kind_for
-from hcu.osworld.queue.config import ConfigError, load_config
+from hcu.osworld.run_config import ConfigError, load_config
 from hcu.osworld.settings import GuestSettings
 
 KIND_NAMES = set(get_args(KindName))

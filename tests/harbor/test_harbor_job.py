@@ -14,7 +14,7 @@ import orjson
 import pytest
 
 from hcu import REPO_ROOT
-from hcu.osworld.canary.sweep_file import SweepFile, SweepTask
+from hcu.osworld.records.sweep_file import SweepFile, SweepTask
 from hcu.osworld.summary.run_summary import summarize
 from hcu.record_io import write_json
 from tests.harbor.harbor_env import harbor_reads

@@ -17,8 +17,8 @@ import docker
 import orjson
 import pytest
 
-from hcu.osworld.queue.config import load_config
 from hcu.osworld.queue.panel import run_queue
+from hcu.osworld.run_config import load_config
 from tests.queue.ray_cluster import TestCluster, ray_environment, start_cluster
 
 ray_environment()  # before anything imports Ray: it reads these once, at import

@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 
 from hcu.osworld.live.watch import watcher
-from hcu.osworld.queue.config import load_config
 from hcu.osworld.queue.panel import QueueDrained, QueueRefused, QueueStopped, run_queue
+from hcu.osworld.run_config import load_config
 
 STANDIN = Path(__file__).with_name("standin_runner.py")
 

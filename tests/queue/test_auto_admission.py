@@ -14,12 +14,12 @@ import pytest
 
 from hcu.gateway.budget import ScopeWaits
 from hcu.osworld.errors import policy_for
-from hcu.osworld.queue.config import RunConfig, TaskSpec, parse_config
 from hcu.osworld.queue.panel import run_queue
 from hcu.osworld.queue.state import TaskView
 from hcu.osworld.queue.status import ActiveAttempt
 from hcu.osworld.quota.gateway_reading import GatewayReport
 from hcu.osworld.records.identity import AttemptId
+from hcu.osworld.run_config import RunConfig, TaskSpec, parse_config
 from hcu.record_io import write_json
 from tests.queue.test_launch_pacing import MovingClock, TimedExecutor
 

@@ -16,9 +16,9 @@ from hcu.demo.__main__ import DEFAULT_POLICIES
 from hcu.demo.stand_in import free_port, scripted_stack
 from hcu.osworld.guest.bridge import bridge_address
 from hcu.osworld.queue import admission
-from hcu.osworld.queue.config import load_config
 from hcu.osworld.queue.gate import launch_gate
 from hcu.osworld.queue.panel import run_queue
+from hcu.osworld.run_config import load_config
 from tests.demo_panel import demo_config
 from tests.queue.ray_checks import results
 from tests.queue.test_auto_admission import launches_within_the_limit

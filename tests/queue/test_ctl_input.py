@@ -9,8 +9,8 @@ import orjson
 import pytest
 
 from hcu.osworld import ctl
-from hcu.osworld.queue.config import RunConfig, parse_config
 from hcu.osworld.queue.control import Command, ControlState, QueueControl, parse_setting, settable_keys, with_setting
+from hcu.osworld.run_config import RunConfig, parse_config
 from tests.quota.pilot import MODEL, PRICES
 
 

@@ -12,12 +12,12 @@ import pytest
 
 from hcu.osworld.errors import policy_for
 from hcu.osworld.queue.clock import QueueClock
-from hcu.osworld.queue.config import RunConfig, TaskSpec, parse_config
 from hcu.osworld.queue.panel import run_queue
 from hcu.osworld.queue.state import TaskView
 from hcu.osworld.queue.status import ActiveAttempt
 from hcu.osworld.records.identity import AttemptId
 from hcu.osworld.records.result import TaskResult
+from hcu.osworld.run_config import RunConfig, TaskSpec, parse_config
 from hcu.record_io import write_record
 
 POLL_SEC = 1.0

@@ -9,8 +9,8 @@ import orjson
 import pytest
 
 from hcu.osworld.agents import AGENT_NAMES, agent_cli
-from hcu.osworld.queue.config import load_config
 from hcu.osworld.queue.node_gateway import gateway_command, gateway_environment, without_upstream_credentials
+from hcu.osworld.run_config import load_config
 
 TOKEN_ENV = "HCU_TEST_NODE_GATEWAY_UPSTREAM"
 

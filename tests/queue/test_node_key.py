@@ -12,7 +12,6 @@ import pytest
 
 from hcu.gateway.scope_secret import key_id, load_or_create_key
 from hcu.osworld.attempt.scope_credential import gateway_credential
-from hcu.osworld.queue.config import load_config
 from hcu.osworld.queue.gate import launch_gate
 from hcu.osworld.queue.node_gateway import (
     NodeGatewayError,
@@ -22,6 +21,7 @@ from hcu.osworld.queue.node_gateway import (
 )
 from hcu.osworld.queue.node_key import ShippedKey, node_key_file, remove_key, ship_key
 from hcu.osworld.records.layout import SCOPE_KEY_FILE
+from hcu.osworld.run_config import load_config
 
 TOKEN_ENV = "HCU_TEST_NODE_KEY_UPSTREAM"
 

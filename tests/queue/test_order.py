@@ -7,8 +7,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from hcu.osworld.queue.config import parse_config
 from hcu.osworld.queue.order import LaunchQueue, expected_durations
+from hcu.osworld.run_config import parse_config
 
 
 def earlier_run(results_dir: Path, run_id: str, durations: dict[str, float], *, version: str = "v1",

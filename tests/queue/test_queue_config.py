@@ -10,9 +10,9 @@ import orjson
 import pytest
 
 from hcu import REPO_ROOT
-from hcu.osworld.queue.config import ConfigError, load_config, parse_config, schema_text
 from hcu.osworld.queue.launch import runner_args
 from hcu.osworld.queue.panel import config_difference
+from hcu.osworld.run_config import ConfigError, load_config, parse_config, schema_text
 from hcu.record_io import write_json
 from tests.official_tasks import OFFICIAL_TASKS
 
@@ -113,7 +113,7 @@ def test_run_id_from_an_unusable_file_name_is_refused(tmp_path: Path):
 
 def test_shipped_schema_is_the_generated_one():
     assert SCHEMA.read_text() == schema_text()
-    out = subprocess.run([sys.executable, "-m", "hcu.osworld.queue.config", "--schema"], capture_output=True,
+    out = subprocess.run([sys.executable, "-m", "hcu.osworld.run_config", "--schema"], capture_output=True,
                          text=True, timeout=60, check=True)
     assert out.stdout == SCHEMA.read_text()
 

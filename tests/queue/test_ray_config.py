@@ -10,7 +10,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from hcu.osworld.queue.config import load_config
+from hcu.osworld.run_config import HCU_GATEWAY_FLAGS, load_config
 
 GATEWAY = {"upstream_args": ["--upstreams", "example.openai.azure.com", "--upstream-kind", "azure"]}
 
@@ -44,6 +44,11 @@ def test_bad_executor_keys_are_one_line_exit_2(tmp_path: Path, body: dict, names
     assert out.returncode == 2 and out.stderr.count("\n") == 1 and names in out.stderr, out.stderr
 
 
+def test_hcu_s_own_gateway_flags_are_those_every_run_fills_the_ports_and_the_token() -> None:
+    fills = {"--host", "--out", "--max-requests-per-task", "--scope-key-file", "--port", "--ports", "--upstream-token"}
+    assert fills == HCU_GATEWAY_FLAGS
+
+
 def test_a_token_in_the_gateway_flags_is_refused_without_echoing_it(tmp_path: Path):
     secret = "sk-live-do-not-print"
     gateway = {"upstream_args": ["--upstreams", "h", f"--upstream-token={secret}"]}
@@ -60,8 +65,9 @@ def test_dry_run_of_a_ray_config_describes_nodes_and_imports_no_ray(tmp_path: Pa
     out = run_queue_cli(str(path), "--dry-run")
     assert out.returncode == 0, out.stderr
     assert "executor: ray (cluster 10.0.0.5:6379, namespace hcu, one hcu_guest_slot per attempt" in out.stdout
-    assert "gateway: each node starts -m hcu.gateway.openai_proxy --host <node bridge> --ports <free port>" \
-        in out.stdout and "(in its environment: OSW_OPENAI_UPSTREAM_TOKEN=$AZURE_OPENAI_KEY)" in out.stdout
+    assert "gateway: each node starts -m hcu.gateway.openai_proxy --host <node bridge> --out <node token log> " \
+           "--max-requests-per-task 100 --rate-limit-max-wait" in out.stdout and "--ports <free port>" in out.stdout
+    assert "(in its environment: OSW_OPENAI_UPSTREAM_TOKEN=$AZURE_OPENAI_KEY)" in out.stdout
     assert "--upstream-token" not in out.stdout, "a credential on a command line is visible to every local user"
     assert "--scope-key-file <node copy of the scope key>" in out.stdout
     assert f"scope key: {config.scope_key_file}, shipped to every node (through Ray)" in out.stdout

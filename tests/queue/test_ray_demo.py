@@ -19,9 +19,9 @@ from hcu.demo.__main__ import DEFAULT_POLICIES
 from hcu.demo.stand_in import STAND_IN_TOKEN, free_port
 from hcu.gateway.scope_secret import key_id, load_or_create_key
 from hcu.osworld.attempt.meta import AttemptMeta
-from hcu.osworld.queue.config import load_config
 from hcu.osworld.queue.panel import run_queue
 from hcu.osworld.records.identity import AttemptId
+from hcu.osworld.run_config import load_config
 from hcu.osworld.summary.run_summary import summarize
 from hcu.record_io import read_record
 from tests.demo_panel import EXPECTED_SCORE, DemoRun, demo_config

@@ -10,7 +10,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from hcu.osworld.queue.config import load_config, parse_config
+from hcu.osworld.run_config import load_config, parse_config
 from hcu.osworld.summary.run_summary import summarize
 from hcu.osworld.summary.stats import bootstrap_mean, paired_difference, wilson
 

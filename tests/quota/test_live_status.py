@@ -10,11 +10,11 @@ import orjson
 import pytest
 
 from hcu.osworld.guest.host import HOST_PROC_ENV
-from hcu.osworld.queue.config import parse_config
 from hcu.osworld.queue.panel import run_queue
 from hcu.osworld.queue.status import ActiveAttempt
 from hcu.osworld.records.identity import AttemptId
 from hcu.osworld.records.result import PhaseTiming, TaskResult, Usage
+from hcu.osworld.run_config import parse_config
 from hcu.record_io import write_record
 from tests.queue.test_launch_pacing import ATTEMPT_SEC, POLL_SEC, MovingClock, TimedExecutor
 from tests.quota.pilot import PRICES, build_pilot

@@ -19,11 +19,11 @@ import requests
 from hcu.defaults import ADMISSION
 from hcu.demo.stand_in import free_port
 from hcu.osworld.guest.host import HOST_PROC_ENV
-from hcu.osworld.queue.config import TaskSpec, parse_config
 from hcu.osworld.queue.panel import run_queue
 from hcu.osworld.queue.status import ActiveAttempt
 from hcu.osworld.quota.gateway_reading import GatewayReport, fetch_report
 from hcu.osworld.records.identity import AttemptId
+from hcu.osworld.run_config import TaskSpec, parse_config
 from tests.queue.test_launch_pacing import ATTEMPT_SEC, POLL_SEC, MovingClock
 from tests.quota.pilot import MODEL, PRICES, build_pilot
 from tests.quota.test_dry_run import campaign_config, dry_run

@@ -11,7 +11,7 @@ import pytest
 from hcu.defaults import BENCHMARKS, GUEST
 from hcu.osworld.agents import agent_cli
 from hcu.osworld.attempt.options import parse_options, parser
-from hcu.osworld.queue.config import RunConfig
+from hcu.osworld.run_config import RunConfig
 from hcu.osworld.settings import AttemptSettings
 
 

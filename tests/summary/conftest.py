@@ -6,8 +6,8 @@ from pathlib import Path
 
 import orjson
 
-from hcu.osworld.queue.config import parse_config
 from hcu.osworld.records.identity import repeat_key
+from hcu.osworld.run_config import parse_config
 
 
 def ok(score: float, **more: object) -> dict:

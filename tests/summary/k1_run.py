@@ -9,7 +9,7 @@ from pathlib import Path
 
 import orjson
 
-from hcu.osworld.queue.config import parse_config
+from hcu.osworld.run_config import parse_config
 
 RUN_ID = "k1-legacy"
 NEW_KEYS = ("repeats", "prices", "max_cost_usd")

@@ -14,8 +14,8 @@ import orjson
 import pytest
 
 from hcu import REPO_ROOT
-from hcu.osworld.canary.sweep_file import SweepTask
-from hcu.osworld.queue.config import TUNABLE_KEYS, ConfigError, parse_config
+from hcu.osworld.records.sweep_file import SweepTask
+from hcu.osworld.run_config import TUNABLE_KEYS, ConfigError, parse_config
 from hcu.osworld.summary.baseline import untouched_score
 from hcu.osworld.summary.model import parse_summary
 from hcu.osworld.summary.run_summary import SummaryError, summarize
@@ -112,7 +112,7 @@ def test_a_bad_baseline_key_is_one_line_naming_it(tmp_path: Path) -> None:
     config = tmp_path / "bad.json"
     config.write_bytes(orjson.dumps({"benchmark_version": "v1", "agent": "codex", "test_desktop": True,
                                      "gateway": "http://127.0.0.1:9", "tasks": ids, "baseline": "nowhere"}))
-    done = subprocess.run([sys.executable, "-m", "hcu.osworld.queue.config", str(config)], cwd=REPO_ROOT,
+    done = subprocess.run([sys.executable, "-m", "hcu.osworld.run_config", str(config)], cwd=REPO_ROOT,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "bad.json: baseline: " in done.stderr
     stored = tmp_path / "stored"

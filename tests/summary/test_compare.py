@@ -11,8 +11,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from hcu.osworld.queue.config import load_config
 from hcu.osworld.records.identity import repeat_key
+from hcu.osworld.run_config import load_config
 from hcu.osworld.summary.run_summary import summarize
 from hcu.osworld.summary.stats import paired_difference
 from tests.summary.conftest import make_repeat_run, ok

@@ -39,11 +39,11 @@ from hcu.osworld.evidence.atif import (
     text_part,
 )
 from hcu.osworld.osworld_bridge.setup import SetupStepRecord
-from hcu.osworld.queue.config import parse_config
 from hcu.osworld.queue.state import RetryNote
 from hcu.osworld.records.identity import AttemptId
 from hcu.osworld.records.lease import AttemptLease
 from hcu.osworld.records.result import EmptyGetter, PhaseTiming, TaskResult, Usage
+from hcu.osworld.run_config import parse_config
 from hcu.osworld.summary.model import parse_summary
 from hcu.osworld.summary.run_summary import summarize
 from hcu.record_io import write_json, write_record

@@ -103,7 +103,8 @@ def test_old_torn_and_foreign_records_still_open(tmp_path: Path) -> None:
     assert rows["t-4"].status == "not started"
     assert data.index().extra_folders == ["stray"] and data.summary() is None
     detail = read_attempt(data, "tasks", "t-3")
-    assert detail is not None and detail.trajectory is None and detail.meta is None
+    assert detail is not None and detail.trajectory is None and detail.meta.record is None
+    assert detail.meta.problem == "tasks/t-3/meta.json: expected a JSON object"
     assert "does not read as ATIF" in (detail.trajectory_problem or "")
 
 
@@ -117,7 +118,9 @@ def test_an_attempt_is_read_in_full(sample: SampleRun) -> None:
     assert [log.label for log in detail.logs] == ["runner log", "agent turn 1 stderr"]
     assert [row.key for row, _ in detail.retried] == [f"{attempt.key}-1"]
     note = detail.retried[0][1]
-    assert note is not None and note["failure_classification"] == "guest"
+    assert note is not None and note.failure_classification == "guest"
+    assert detail.meta.record is not None and detail.lease.record is not None
+    assert detail.lease.shown() == orjson.loads((sample.run_dir / "tasks" / attempt.key / "attempt.json").read_bytes())
     assert any(entry.path.endswith("/steps") and entry.files_inside == attempt.steps for entry in detail.files)
     retry = read_attempt(data, "retries", f"{attempt.key}-1")
     assert retry is not None and retry.row.failure_class == "guest" and retry.row.task_id == attempt.task_id

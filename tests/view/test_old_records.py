@@ -103,6 +103,35 @@ def test_an_old_meta_json_shows_on_its_attempt_page(small: SampleRun) -> None:
     assert html is not None and "gateway_health" in html and "scope_key_id" in html and "google-chrome" in html
 
 
+def test_a_config_key_of_another_hcu_is_shown_as_it_is(small: SampleRun) -> None:
+    path = small.run_dir / "config.json"
+    write_json(path, orjson.loads(path.read_bytes()) | {"guest_snapshot": "warm"})
+    run = RunData(small.run_dir)
+    assert run.config is not None and run.config_file.unknown == {"guest_snapshot": "warm"}
+    html = Site(run).index(LINKS)
+    assert "guest_snapshot" in html and "t-2" in html and "does not read" not in html
+
+
+def test_a_config_that_does_not_read_is_said_so_and_the_folders_stand_in(small: SampleRun) -> None:
+    path = small.run_dir / "config.json"
+    write_json(path, orjson.loads(path.read_bytes()) | {"repeats": 0})
+    run = RunData(small.run_dir)
+    assert run.config is None and run.config_file.problem == "config.json: repeats: Input should be greater than " \
+                                                              "or equal to 1 (got 0)"
+    html = Site(run).index(LINKS)
+    assert "config.json: repeats: Input should be greater than or equal to 1" in html
+    assert [row.key for row in run.index().rows] == ["t-1", "t-2"], "the attempt folders, as without a config"
+
+
+def test_a_manifest_and_a_lease_that_do_not_read_say_why(small: SampleRun) -> None:
+    write_json(small.run_dir / "manifest.json", {"run_id": "small"})
+    write_json(small.run_dir / "tasks" / "t-1" / "attempt.json", {"pid": "not a number"})
+    run = RunData(small.run_dir)
+    assert run.manifest() is None and "manifest.json: config_sha256: missing (required)" in Site(run).index(LINKS)
+    page = Site(run).attempt("this", "tasks", "t-1", LINKS)
+    assert page is not None and "tasks/t-1/attempt.json: " in page
+
+
 def test_repeats_holding_the_same_scores_in_another_order_agree(tmp_path: Path) -> None:
     """(0.1 + 0.2) + 0.3 != (0.3 + 0.2) + 0.1 in floats: the viewer compares task means exactly, as summarize."""
     runs = []

@@ -118,3 +118,16 @@ def test_the_do_nothing_baseline_stands_beside_the_score(tmp_path: Path) -> None
     labels = [g.get("data-label") for g in ET.fromstring(chart).iter("g") if g.get("data-mark") == "estimate"]
     assert labels == ["all tasks", "without 2 passing untouched", "chrome", "os"]
     assert "The do-nothing baseline beside the score" not in html, "not under More from summary.json: placed"
+
+
+def test_without_a_trajectory_the_cli_s_events_stand_in(tmp_path: Path) -> None:
+    sample = build_run(tmp_path, "events", [Attempt("t-1", "pass")])
+    folder = sample.run_dir / "tasks" / "t-1"
+    (folder / "trajectory.json").unlink()
+    usage = {"turn": 2, "kind": "usage", "usage": {"input_tokens": 7}}
+    with (folder / "agent.jsonl").open("ab") as f:
+        f.write(b"not json\n" + orjson.dumps(usage) + b"\n" + orjson.dumps({"turn": "x"}) + b"\n")
+    page = Site(RunData(sample.run_dir)).attempt("this", "tasks", "t-1", LINKS)
+    assert page is not None and "The CLI's events from agent.jsonl (3):" in page
+    assert '<pre class="message">working</pre>' in page and '<code class="fn">click</code>' in page
+    assert "turn 2" in page and "input_tokens" in page, "an item of another kind shows its fields"

@@ -10,6 +10,8 @@ from pathlib import Path
 import orjson
 import pytest
 
+from hcu.osworld.records.manifest import Manifest
+from hcu.osworld.run_config import RunConfig
 from hcu.osworld.summary.waste import ValidResults
 from hcu.osworld.view.data import RunData
 from hcu.osworld.view.index_page import render_index
@@ -144,21 +146,37 @@ def test_a_step_series_is_held_to_the_end_of_the_span() -> None:
     assert polyline_points([(0, 1), (50, 2)], x, y, until=100) == "M0 90L50 80", "a rate is not held"
 
 
-MANIFEST = {"starts": [{"gateway_health": {"body": {"upstreams": ["h1@d1", "h1@d2"], "upstream_limits": {
+BODY = {"upstreams": ["h1@d1", "h1@d2"], "upstream_limits": {
     "h1@d1": {"tokens": {"limit": 30000, "remaining": 100}, "seen_at": 1.0},
-    "h1@d2": {"requests": {"limit": 10}, "seen_at": 1.0}, "h2": None}}}}]}
+    "h1@d2": {"requests": {"limit": 10}, "seen_at": 1.0}, "h2": None}}
+
+
+def manifest_of(*answers: dict) -> Manifest:
+    """A manifest whose starts recorded these /healthz answers of the gateway."""
+    return Manifest.model_validate({
+        "run_id": "r", "config_sha256": "0" * 64, "task_files": {}, "osworld_revision": {"code": {}, "tasks_dir": None},
+        "guest_image": {"container_image": "hcu-test-desktop:latest"},
+        "artifacts": {"agents_json": None, "agent": {}, "computer_use": {"path": None},
+                      "instructions_file": {"path": None}, "base_instructions_file": {"path": None}},
+        "starts": [{"at": 1.0, "host": "h", "hcu_commit": {"path": "/hcu"}, "gateway_health": answer}
+                   for answer in answers]})
+
+
+def config_with(**keys: object) -> RunConfig:
+    return RunConfig.model_validate({"agent": "codex", "test_desktop": True, "tasks": ["a"], **keys})
 
 
 @pytest.mark.parametrize("config, manifest, tpm, said", [
-    ({"agent": "codex", "quota": {"openai": {"tpm": 100000}}}, None, 100000, "tpm of openai in the config's quota"),
-    ({"agent": "codex", "quota": {"h1@d1": {"tpm": 40000}, "h1@d2": {"tpm": 20000}, "openai": {"rpm": 9}}},
-     MANIFEST, 60000, "tpm of h1@d1 + h1@d2 in the config's quota"),
-    ({"agent": "codex", "quota": {"openai": {"rpm": 60}}}, MANIFEST, 30000,
+    (config_with(quota={"openai": {"tpm": 100000}}), None, 100000, "tpm of openai in the config's quota"),
+    (config_with(quota={"h1@d1": {"tpm": 40000}, "h1@d2": {"tpm": 20000}, "openai": {"rpm": 9}}),
+     manifest_of({"body": BODY}), 60000, "tpm of h1@d1 + h1@d2 in the config's quota"),
+    (config_with(quota={"openai": {"rpm": 60}}), manifest_of({"body": BODY}), 30000,
      "the sum of the token limits h1@d1 stated, as manifest.json recorded"),
-    ({"agent": "codex"}, {"starts": [{"gateway_health": {"per_node": "each Ray node"}}]}, None,
+    (config_with(), manifest_of({"per_node": "each Ray node"}), None,
      "no quota line: the config gives no tokens-per-minute quota"),
 ])
-def test_the_quota_line_is_the_configs_else_the_limits_observed_else_none(config: dict, manifest: dict | None,
+def test_the_quota_line_is_the_configs_else_the_limits_observed_else_none(config: RunConfig,
+                                                                         manifest: Manifest | None,
                                                                          tpm: int | None, said: str) -> None:
     line = quota_line(config, manifest)
     assert line.tpm == tpm and said in line.detail

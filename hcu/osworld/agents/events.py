@@ -7,10 +7,37 @@ from collections.abc import Iterator
 from typing import Any
 
 import orjson
+from pydantic import BaseModel, ConfigDict
 
 from hcu.osworld.agents.base import TurnOutcome, is_budget_refusal, protocol_word
 
 NO_FINAL_EVENT = "the CLI ended without a final event (killed, crashed or cut off)"
+
+
+class TraceItem(BaseModel):
+    """One line of an attempt's agent.jsonl: an item `EventLog` made of the CLI's events, with the turn it came in
+    (the attempt runner writes them; the viewer reads them back). A key this model does not name (a tool call's own
+    fields, another hcu's) is kept."""
+
+    model_config = ConfigDict(extra="allow")
+
+    kind: str = "?"
+    """output, message, reasoning, tool_call, tool_result, usage or error."""
+    turn: int | None = None
+    """1, then one per session resume."""
+    text: str | None = None
+    """A message, reasoning, error or line of other output."""
+    name: str | None = None
+    """A tool call's tool."""
+    arguments: Any = None
+    result: Any = None
+    """A tool call's or tool result's result, shortened."""
+    call_id: str | None = None
+    is_error: bool | None = None
+    usage: Any = None
+    """The CLI's own report of its usage, as it gave it."""
+    final: bool | None = None
+    """An error the CLI ended on."""
 
 
 class EventLog:

@@ -45,7 +45,7 @@ NO_AGENT_RENDERED = "the attempt ended before its agent's instruction was render
 
 
 @dataclass
-class AgentAttempt(AttemptState):
+class AgentAttempt(AttemptState[AttemptSettings]):
     """An attempt with an agent: what its phases add to the guest's state."""
 
     adapter: AgentAdapter | None = None

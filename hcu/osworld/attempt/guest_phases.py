@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Generic, TypeVar
 
 from hcu.osworld.attempt.app_check import AppCheck
-from hcu.osworld.attempt.asset_source import asset_source
 from hcu.osworld.attempt.background import in_background
 from hcu.osworld.attempt.failures import Failure
 from hcu.osworld.attempt.meta import AttemptMeta, GuestRecord, OSWorldRecord
@@ -31,27 +31,32 @@ from hcu.osworld.osworld_bridge.process import OSWorldProcess, resolve_python
 from hcu.osworld.osworld_bridge.setup import SetupStepError, open_on_guest, run_setup, task_cache_dir
 from hcu.osworld.osworld_bridge.tasks import TaskDefinition, load_task
 from hcu.osworld.records.identity import AttemptId
-from hcu.osworld.settings import AssetSettings, GuestSettings, OSWorldSettings, SetupSettings, TaskSettings
+from hcu.osworld.settings import GuestAttemptSettings
 from hcu.record_io import write_atomic
 
 log = logging.getLogger("hcu.run_task")
 
 
-class GuestAttemptSettings(SetupSettings, OSWorldSettings, AssetSettings, GuestSettings, TaskSettings):
-    """What the shared phases read of an attempt's (resolved) settings."""
+SettingsT = TypeVar("SettingsT", bound=GuestAttemptSettings, covariant=True)
+AssetSource = Callable[[GuestAttemptSettings], AssetCache]
+"""Where an attempt's task files come from, given its resolved settings: the command that starts the attempt
+chooses among the sources; the phases read files through the one it returns and never know which it is."""
 
 
 @dataclass
-class AttemptState:
-    """What an attempt carries through its phases."""
+class AttemptState(Generic[SettingsT]):
+    """What an attempt carries through its phases; `SettingsT` is what its phases read of its settings (these
+    phases read `GuestAttemptSettings`; an attempt with an agent reads `AttemptSettings`, a canary its options)."""
 
-    settings: Any
-    """The attempt's resolved settings (a GuestAttemptSettings or more: run_task's and the canary's options)."""
+    settings: SettingsT
+    """The attempt's settings (resolved by its load phase where they are not already)."""
     attempt: AttemptId
     result_dir: Path
     phases: PhaseLog
     boot_timeout_sec: float
     """The boot's own bound (0: the boot phase's deadline alone ends it)."""
+    asset_source: AssetSource
+    """Asked by the load phase for the attempt's source of task files (`assets`)."""
     task: TaskDefinition | None = None
     assets: AssetCache | None = None
     guest: Guest | None = None
@@ -83,12 +88,12 @@ class AttemptState:
         return task_cache_dir(self.result_dir / ".osworld-cache", self.task)
 
 
-def load(state: AttemptState) -> None:
+def load(state: AttemptState[GuestAttemptSettings]) -> None:
     """The task definition, the asset source and the OSWorld interpreter: what no guest is started without."""
     s = state.settings
-    state.task = load_task(s.benchmark_version, s.task_id, s.task_domain, s.tasks_dir, s.osworld_python)
+    state.task = load_task(s.benchmark_version, state.attempt.task_id, s.task_domain, s.tasks_dir, s.osworld_python)
     state.meta.task_sha256 = state.task.sha256
-    state.assets = asset_source(s)
+    state.assets = state.asset_source(s)
     python = resolve_python(s.osworld_python)
     state.meta.osworld = OSWorldRecord(python=str(python))
     if state.osworld is None:
@@ -98,7 +103,7 @@ def load(state: AttemptState) -> None:
     state.warming = in_background(lambda: ensure_evaluator_loads(process, task), f"{state.attempt} warming")
 
 
-def boot(state: AttemptState) -> None:
+def boot(state: AttemptState[GuestAttemptSettings]) -> None:
     """The guest, restored from this host's snapshot of its configuration or booted (guest_start), ready."""
     s = state.settings
     spec = GuestSpec.for_settings(s)
@@ -118,7 +123,7 @@ def boot(state: AttemptState) -> None:
                                    start=start)
 
 
-def restore(state: AttemptState, saved: SavedDesktop) -> None:
+def restore(state: AttemptState[GuestAttemptSettings], saved: SavedDesktop) -> None:
     """The guest started from a saved desktop instead of booting (a kept final desktop regraded or opened)."""
     spec = GuestSpec.for_settings(state.settings)
     state.meta.guest = GuestRecord(spec=spec.model_dump(mode="json", exclude={"client_password"}))
@@ -131,7 +136,7 @@ def restore(state: AttemptState, saved: SavedDesktop) -> None:
         state.meta.guest.readiness, state.meta.guest.console_log = list(boot.readiness), boot.console_log
 
 
-def open_osworld(state: AttemptState) -> None:
+def open_osworld(state: AttemptState[GuestAttemptSettings]) -> None:
     """OSWorld's process opened on the guest once its evaluator checked (a task that can never be scored spends
     nothing more)."""
     assert state.osworld is not None and state.guest is not None and state.assets is not None
@@ -141,7 +146,7 @@ def open_osworld(state: AttemptState) -> None:
     state.meta.osworld = OSWorldRecord(python=hello["python"], desktop_env=hello["desktop_env"], hcu=hello["hcu"])
 
 
-def setup(state: AttemptState) -> None:
+def setup(state: AttemptState[GuestAttemptSettings]) -> None:
     """OSWorld's process opened on the guest, then the task's setup, strict, each step under its deadline and
     followed by the application check."""
     s, task, osworld = state.settings, state.task, state.osworld
@@ -157,7 +162,7 @@ def setup(state: AttemptState) -> None:
         raise
 
 
-def score(state: AttemptState, *, last_action: str | None, deadline_sec: float) -> EvalResult:
+def score(state: AttemptState[GuestAttemptSettings], *, last_action: str | None, deadline_sec: float) -> EvalResult:
     """OSWorld's evaluator on the guest's state now, between two screenshots kept as evidence."""
     assert state.task is not None and state.osworld is not None and state.guest is not None
     assert state.assets is not None
@@ -172,7 +177,7 @@ def score(state: AttemptState, *, last_action: str | None, deadline_sec: float) 
     return state.evaluation
 
 
-def cleanup(state: AttemptState) -> None:
+def cleanup(state: AttemptState[GuestAttemptSettings]) -> None:
     """The guest and everything it made, then the OSWorld process: ended for good, or, the caller's, left idle
     (its warm-up finished: the caller's next attempt uses it)."""
     try:
@@ -185,7 +190,7 @@ def cleanup(state: AttemptState) -> None:
             wait(state.warming)
 
 
-def _screenshot(state: AttemptState, name: str) -> None:
+def _screenshot(state: AttemptState[GuestAttemptSettings], name: str) -> None:
     assert state.guest is not None
     try:
         write_atomic(state.result_dir / name, state.guest.api.screenshot())

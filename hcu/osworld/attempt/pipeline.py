@@ -17,6 +17,7 @@ from hcu.osworld.attempt import agent_phases as agent
 from hcu.osworld.attempt import guest_phases as guest
 from hcu.osworld.attempt.agent_phases import AgentAttempt
 from hcu.osworld.attempt.failures import Failure
+from hcu.osworld.attempt.guest_phases import AssetSource
 from hcu.osworld.attempt.node_admission import admission_from_env
 from hcu.osworld.attempt.options import RunTaskOptions
 from hcu.osworld.attempt.runner import Phase, PhaseLog, run_phases
@@ -102,14 +103,16 @@ PHASES: list[Phase[AgentAttempt]] = [
 CLOSING: list[Phase[AgentAttempt]] = [Phase("collect", _collect), Phase("cleanup", guest.cleanup)]
 
 
-def run_task(opts: RunTaskOptions, stops: StopSignals | None = None) -> TaskResult:
-    """Run the attempt; `stops` (installed by the command) turns SIGTERM/SIGINT into `interrupted`."""
+def run_task(opts: RunTaskOptions, stops: StopSignals | None = None, *, asset_source: AssetSource) -> TaskResult:
+    """Run the attempt; `stops` (installed by the command) turns SIGTERM/SIGINT into `interrupted`; `asset_source`
+    gives the source of the task's files for the resolved settings."""
     result_dir = opts.resolved_result_dir()
     result_dir.mkdir(parents=True, exist_ok=True)
     attempt = AttemptId(run_id=opts.run_id, task_id=opts.task_id, attempt=opts.attempt, repeat=opts.repeat)
     phases = PhaseLog.writing_progress(str(attempt), result_dir, admit=admission_from_env())
     state = AgentAttempt(settings=opts, attempt=attempt, result_dir=result_dir, phases=phases,
-                         boot_timeout_sec=math.inf)  # the boot phase's own deadline ends the boot
+                         boot_timeout_sec=math.inf,  # the boot phase's own deadline ends the boot
+                         asset_source=asset_source)
     result = TaskResult(status="error", attempt_id=str(attempt), run_id=attempt.run_id, task_id=attempt.task_id,
                         attempt=attempt.attempt, repeat=attempt.repeat, benchmark_version=opts.benchmark_version,
                         agent=opts.agent, started_at=time.time())

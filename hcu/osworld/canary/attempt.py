@@ -23,7 +23,7 @@ from hcu.defaults import GUEST
 from hcu.osworld.agents.base import COMPUTER_USE_PATH, DEFAULT_DESKTOP_ENV, McpServerSpec
 from hcu.osworld.attempt import guest_phases as guest
 from hcu.osworld.attempt.failures import Failure
-from hcu.osworld.attempt.guest_phases import AttemptState, GuestAttemptSettings
+from hcu.osworld.attempt.guest_phases import AssetSource, AttemptState
 from hcu.osworld.attempt.mcp_probe import ProbeReport
 from hcu.osworld.attempt.probe import check_mcp
 from hcu.osworld.attempt.runner import Phase, PhaseLog, run_phases
@@ -43,7 +43,7 @@ from hcu.osworld.osworld_bridge.setup import SetupStepRecord
 from hcu.osworld.records.identity import AttemptId
 from hcu.osworld.records.interrupts import StopSignals
 from hcu.osworld.records.result import PhaseTiming, RecordedFailureClass
-from hcu.osworld.settings import SAFE_NAME, TimeoutSettings
+from hcu.osworld.settings import SAFE_NAME, GuestAttemptSettings, TimeoutSettings
 from hcu.record_io import Record, write_record
 
 REPORT_NAME = "report.json"
@@ -102,11 +102,15 @@ class CanaryReport(Record):
         return any(p.name == "load" and p.status == "failed" for p in self.phases)
 
 
-def _timeout(state: AttemptState) -> float:
+CanaryAttempt = AttemptState[CanaryOptions]
+"""A canary's state: its phases read the canary's options."""
+
+
+def _timeout(state: CanaryAttempt) -> float:
     return state.settings.timeout_seconds
 
 
-def _upload(state: AttemptState) -> None:
+def _upload(state: CanaryAttempt) -> None:
     assert state.guest is not None
     api = state.guest.api
     api.upload(COMPUTER_USE_PATH, Path(state.settings.mcp_binary).read_bytes())
@@ -115,7 +119,7 @@ def _upload(state: AttemptState) -> None:
         raise GuestError(f"could not make {shlex.quote(COMPUTER_USE_PATH)} executable: {result.error[-200:]}")
 
 
-def _probe(state: AttemptState) -> None:
+def _probe(state: CanaryAttempt) -> None:
     assert state.guest is not None
     channels = list(DEFAULT_CHANNELS)
     server = McpServerSpec(command=COMPUTER_USE_PATH, args=["--channels", ",".join(channels)],
@@ -123,43 +127,44 @@ def _probe(state: AttemptState) -> None:
     state.meta.mcp_probe = check_mcp(state.guest.api, server, channels)
 
 
-def _evaluate(state: AttemptState) -> None:
+def _evaluate(state: CanaryAttempt) -> None:
     scored = guest.score(state, last_action=None, deadline_sec=state.settings.timeout_seconds)
     if scored.getters_read_nothing:
         empty = "; ".join(f"{g.getter}: {g.reason}" for g in scored.getters_read_nothing)
         raise EvaluatorError(f"the evaluator could not read the state: {empty}")
 
 
-def _unless(flag: str, why: str) -> Callable[[AttemptState], str | None]:
-    """A phase's `skip`: it runs only when the canary's option `flag` is on."""
-    return lambda state: None if getattr(state.settings, flag) else why
+def _unless(wanted: Callable[[CanaryOptions], bool], why: str) -> Callable[[CanaryAttempt], str | None]:
+    """A phase's `skip`: it runs only when the canary's options want it."""
+    return lambda state: None if wanted(state.settings) else why
 
 
-PHASES: list[Phase[AttemptState]] = [
+PHASES: list[Phase[CanaryAttempt]] = [
     Phase("load", guest.load, failure="configuration"),
     Phase("boot", guest.boot, failure="guest", overrun=BootTimeout, deadline_sec=_timeout),
     Phase("setup", guest.setup, failure="setup", overrun=SetupTimeout, deadline_sec=_timeout),
-    Phase("upload", _upload, failure="guest", skip=_unless("probe", "no --probe")),
+    Phase("upload", _upload, failure="guest", skip=_unless(lambda s: s.probe, "no --probe")),
     Phase("probe", _probe, failure="probe", overrun=ProbeTimeout, deadline_sec=_timeout,
-          skip=_unless("probe", "no --probe")),
+          skip=_unless(lambda s: s.probe, "no --probe")),
     Phase("evaluate", _evaluate, failure="evaluator", overrun=EvaluationTimeout, deadline_sec=_timeout,
-          skip=_unless("run_evaluator", "no --run-evaluator")),
+          skip=_unless(lambda s: s.run_evaluator, "no --run-evaluator")),
 ]
-CLOSING: list[Phase[AttemptState]] = [Phase("cleanup", guest.cleanup)]
+CLOSING: list[Phase[CanaryAttempt]] = [Phase("cleanup", guest.cleanup)]
 
 
-def run(opts: CanaryOptions, *, stops: StopSignals | None = None,
+def run(opts: CanaryOptions, *, asset_source: AssetSource, stops: StopSignals | None = None,
         osworld: OSWorldProcess | None = None) -> CanaryReport:
-    """One canary on resolved `opts`; report.json is written whatever happens and the guest is always removed.
-    A sweep passes its worker's running OSWorld process (`osworld`), opened on this canary's guest instead of
-    starting one, and left running."""
+    """One canary on resolved `opts`, its task files from `asset_source`; report.json is written whatever happens
+    and the guest is always removed. A sweep passes its worker's running OSWorld process (`osworld`), opened on
+    this canary's guest instead of starting one, and left running."""
     attempt = AttemptId(run_id=opts.run_id or f"canary-{uuid.uuid4().hex[:12]}", task_id=opts.task_id, attempt=1)
     phases = PhaseLog(str(attempt))
-    state = AttemptState(settings=opts, attempt=attempt, result_dir=opts.result_dir, phases=phases,
-                         boot_timeout_sec=opts.boot_timeout, osworld=osworld, reused_osworld=osworld is not None)
+    state = CanaryAttempt(settings=opts, attempt=attempt, result_dir=opts.result_dir, phases=phases,
+                          boot_timeout_sec=opts.boot_timeout, asset_source=asset_source, osworld=osworld,
+                          reused_osworld=osworld is not None)
     report: list[CanaryReport] = []
 
-    def record(state: AttemptState, failure: Failure | None) -> None:
+    def record(state: CanaryAttempt, failure: Failure | None) -> None:
         report.append(_report(state, failure, phases.phases))
         write_record(opts.result_dir / REPORT_NAME, report[0])
 
@@ -167,7 +172,7 @@ def run(opts: CanaryOptions, *, stops: StopSignals | None = None,
     return report[0]
 
 
-def _report(state: AttemptState, failure: Failure | None, phases: list[PhaseTiming]) -> CanaryReport:
+def _report(state: CanaryAttempt, failure: Failure | None, phases: list[PhaseTiming]) -> CanaryReport:
     s, meta, task = state.settings, state.meta, state.task
     spec = meta.guest.spec if meta.guest else None
     kind = kind_for(s)

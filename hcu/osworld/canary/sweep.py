@@ -31,14 +31,14 @@ from filelock import FileLock, Timeout
 from pydantic import BaseModel, Field, ValidationError
 
 from hcu.defaults import GUEST, RETRIES
-from hcu.osworld.attempt.guest_phases import GuestAttemptSettings
 from hcu.osworld.canary.attempt import REPORT_NAME, CanaryOptions, CanaryReport, run
-from hcu.osworld.canary.sweep_file import SWEPT_VERSION
 from hcu.osworld.errors import PhaseError, policy_for
 from hcu.osworld.osworld_bridge.process import OSWorldProcess, resolve_python
 from hcu.osworld.osworld_bridge.tasks import TaskDefinition, TaskError, load_task
 from hcu.osworld.records.interrupts import StopSignals
-from hcu.osworld.settings import SAFE_NAME
+from hcu.osworld.records.sweep_file import SWEPT_VERSION
+from hcu.osworld.settings import SAFE_NAME, GuestAttemptSettings
+from hcu.osworld.stand_ins.asset_source import asset_source
 from hcu.record_io import Record, read_record, write_record
 
 log = logging.getLogger("hcu.sweep")
@@ -249,7 +249,7 @@ def _work(number: int, opts: SweepOptions, tasks: dict[str, TaskDefinition], run
     try:
         while not stops.received and (task_id := jobs.get()) is not None:
             task = tasks[task_id]
-            report = run(canary_options(opts, task, run_id), stops=stops, osworld=process)
+            report = run(canary_options(opts, task, run_id), asset_source=asset_source, stops=stops, osworld=process)
             log.info("%s/%s: %s%s", task.domain, task.id, report.status, f" ({report.error})" if report.error else "")
             done.put((task_id, runs_again(report)))
     finally:

@@ -16,8 +16,8 @@ from typing import Any
 
 from hcu.osworld.canary.attempt import CanaryReport
 from hcu.osworld.canary.sweep import SweepState, read_report, report_path
-from hcu.osworld.canary.sweep_file import SWEEP_FILE, SweepTask
 from hcu.osworld.osworld_bridge.tasks import TaskDefinition
+from hcu.osworld.records.sweep_file import SWEEP_FILE, SweepTask
 from hcu.record_io import write_atomic, write_json
 
 STAND_IN_BANNER = ("> **STAND-IN ASSETS.** Every task file came from `--asset-stand-ins`: generated files of the "

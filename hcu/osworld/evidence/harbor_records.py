@@ -49,7 +49,8 @@ class AgentInfo(BaseModel):
 
 
 class AgentUsage(BaseModel):
-    """Harbor's `AgentContext`: the agent's tokens (input with cached included) and cost; None when unknown."""
+    """Harbor's `AgentContext`: the agent's tokens (input with cached included) and cost; None when unknown. An
+    export shape: an attempt's `records.result.Usage` as a Harbor trial states it, nothing hcu reads back."""
 
     n_input_tokens: int | None = None
     n_cache_tokens: int | None = None

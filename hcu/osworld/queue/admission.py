@@ -25,11 +25,11 @@ from pathlib import Path
 import orjson
 
 from hcu.defaults import ADMISSION, AdmissionDefaults
-from hcu.osworld.queue.config import RunConfig
 from hcu.osworld.queue.status import ActiveAttempt, read_phase
 from hcu.osworld.quota.admission import Controller, LimitChange, WindowStats
 from hcu.osworld.quota.gateway_reading import GatewayReport, reading_of
 from hcu.osworld.records.identity import AttemptId
+from hcu.osworld.run_config import RunConfig
 
 LIMIT_EVENT = "limit"
 AGENT_PHASE = "agent"

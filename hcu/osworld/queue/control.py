@@ -27,7 +27,7 @@ from pydantic import ValidationError
 
 from hcu.flags import describe_error
 from hcu.osworld.errors import HcuOSWorldError
-from hcu.osworld.queue.config import RunConfig
+from hcu.osworld.run_config import RunConfig
 from hcu.record_io import Record, read_record, write_record
 
 CONTROL_DIR = "control"

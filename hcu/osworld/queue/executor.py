@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import Protocol
 
 from hcu.osworld.errors import FailureClass, HcuOSWorldError
-from hcu.osworld.queue.config import TaskSpec
-from hcu.osworld.queue.manifest import NodeInfo
 from hcu.osworld.queue.state import TaskView
 from hcu.osworld.queue.status import ActiveAttempt
 from hcu.osworld.quota.gateway_reading import GatewayReport
 from hcu.osworld.records.identity import AttemptId
+from hcu.osworld.records.manifest import NodeInfo
+from hcu.osworld.run_config import TaskSpec
 
 
 class QueueRefused(HcuOSWorldError):

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from hcu.osworld.queue.config import RunConfig
 from hcu.osworld.queue.executor import Executor
 from hcu.osworld.queue.launch import RUN_TASK
 from hcu.osworld.queue.local_executor import LocalExecutor
+from hcu.osworld.run_config import RunConfig
 
 
 def make_executor(config: RunConfig, runner: Sequence[str] | None) -> Executor:

@@ -23,7 +23,6 @@ from hcu.osworld.agents import agent_cli
 from hcu.osworld.attempt.gateway_health import gateway_health
 from hcu.osworld.errors import GatewayError
 from hcu.osworld.guest.kinds import kind_for
-from hcu.osworld.queue.config import RunConfig
 from hcu.osworld.queue.state import TaskView
 from hcu.osworld.quota.forecast import Campaign, Forecast, make_forecast
 from hcu.osworld.quota.gateway_reading import GatewayReport
@@ -33,6 +32,7 @@ from hcu.osworld.quota.live import LiveForecast
 from hcu.osworld.quota.observed import NOT_STATED, ObservedQuota, observed_quota, with_observed
 from hcu.osworld.quota.profile import AttemptProfile, Sample, attempt_profile, read_pilots
 from hcu.osworld.records.identity import AttemptId
+from hcu.osworld.run_config import RunConfig
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from hcu.osworld.attempt.gateway_health import check_budget, gateway_health
 from hcu.osworld.attempt.scope_credential import check_scope_key, gateway_credential
 from hcu.osworld.errors import GatewayError, HcuOSWorldError
-from hcu.osworld.queue.config import RunConfig
+from hcu.osworld.run_config import RunConfig
 
 LaunchGate = Callable[[], str | None]
 """Returns why launches are held now (None = launch); raises GatewayMismatch when no attempt can succeed."""

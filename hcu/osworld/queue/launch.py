@@ -10,7 +10,7 @@ from pathlib import Path
 
 from hcu import REPO_ROOT
 from hcu.flags import to_flags
-from hcu.osworld.queue.config import RunConfig, TaskSpec
+from hcu.osworld.run_config import RunConfig, TaskSpec
 from hcu.osworld.settings import AttemptSettings
 
 RUN_TASK = (sys.executable, "-m", "hcu.osworld.run_task")

@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterable
 
 from hcu.osworld.queue.admission import AutoAdmission, ReportSource
-from hcu.osworld.queue.config import AUTO, RunConfig
 from hcu.osworld.queue.status import ActiveAttempt
+from hcu.osworld.run_config import AUTO, RunConfig
 
 EventSink = Callable[..., None]
 """`PanelQueue._event`: the name of the event, then its fields."""

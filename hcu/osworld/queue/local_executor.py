@@ -10,16 +10,16 @@ from pathlib import Path
 from subprocess import Popen
 
 from hcu.osworld.guest.kinds import check_host
-from hcu.osworld.queue.config import RunConfig, TaskSpec
 from hcu.osworld.queue.containers import cleanup_attempt, run_attempts_with_containers
 from hcu.osworld.queue.executor import Lost, QueueRefused
 from hcu.osworld.queue.launch import runner_args, spawn
-from hcu.osworld.queue.manifest import NodeInfo
 from hcu.osworld.queue.state import TaskView, runs_attempt
 from hcu.osworld.queue.status import ActiveAttempt
 from hcu.osworld.quota.gateway_reading import GatewayReport, fetch_report
 from hcu.osworld.records.identity import AttemptId
 from hcu.osworld.records.lease import current_host
+from hcu.osworld.records.manifest import NodeInfo
+from hcu.osworld.run_config import RunConfig, TaskSpec
 
 
 class LocalExecutor:

@@ -16,69 +16,36 @@ from typing import Any
 
 import orjson
 import requests
-from pydantic import BaseModel
 
 from hcu import REPO_ROOT
-from hcu.defaults import RETRIES
 from hcu.osworld.agents import agent_cli
 from hcu.osworld.errors import HcuOSWorldError, PhaseError
 from hcu.osworld.guest.container_image import resolve
 from hcu.osworld.guest.docker_engine import docker_client
 from hcu.osworld.osworld_bridge.process import OSWorldCodeError
-from hcu.osworld.queue.config import REPEAT_POLICY_TEXT, RunConfig, TaskSpec
 from hcu.osworld.records.lease import current_host
-from hcu.record_io import Record, file_sha256, write_record
+from hcu.osworld.records.manifest import (
+    Artifacts,
+    ContainerImageIdentity,
+    DockerImageIdentity,
+    FileIdentity,
+    GatewayAnswer,
+    GitRevision,
+    Manifest,
+    NodeInfo,
+    OSWorldCode,
+    OSWorldRevision,
+    Start,
+    TaskIdentity,
+)
+from hcu.osworld.run_config import RunConfig, TaskSpec
+from hcu.record_io import file_sha256, write_record
 
 # What the manifest records as an `error` instead of an identity: an input it cannot look up here.
 _UNKNOWABLE = (PhaseError, OSWorldCodeError)
 
 HEALTHZ_TIMEOUT_SEC = 5.0
 GIT_TIMEOUT_SEC = 10.0
-class Start(BaseModel):
-    """One start of the queue on this run."""
-
-    at: float
-    host: str
-    hcu_commit: dict[str, Any]
-    gateway_health: dict[str, Any]
-
-
-class NodeInfo(BaseModel):
-    """A node that ran attempts of the run."""
-
-    name: str
-    """The Ray node's label hcu/node, else <address>-<node id prefix>; the hostname for the local executor."""
-    host: str
-    address: str | None = None
-    ray_node_id: str | None = None
-    slots: float | None = None
-    """Guest slots the node advertised."""
-    caps: dict[str, int | None] = {}
-    """Its caps on concurrent boot+setup, agent and evaluation phases (None: no cap beyond its slots)."""
-
-
-class Manifest(Record):
-    run_id: str
-    config_sha256: str
-    """sha256 of the resolved config without the tunable keys (see RunConfig.comparable)."""
-    task_files: dict[str, dict[str, Any]]
-    osworld_revision: dict[str, Any]
-    guest_image: dict[str, Any]
-    artifacts: dict[str, Any]
-    guest_docker_image: dict[str, Any] | None = None
-    """The QEMU container image (`reference`, `id`, `repo_digest`); pinned from the first start that finds it on
-    this host (a run may start before its first attempt pulls it). None for the test desktop."""
-    retry_policy: str = RETRIES.policy
-    repeat_policy: str = REPEAT_POLICY_TEXT
-    starts: list[Start] = []
-    nodes: dict[str, NodeInfo] = {}
-    """Every node that ran an attempt of this run, by name."""
-    attempt_nodes: dict[str, str] = {}
-    """Attempt id (run/task/attempt) -> the name of the node it ran on."""
-
-    def pins(self) -> dict[str, Any]:
-        return {"config_sha256": self.config_sha256, "task_files": self.task_files,
-                "guest_image": self.guest_image, "guest_docker_image": (self.guest_docker_image or {}).get("id")}
 
 
 class ManifestMismatch(HcuOSWorldError):
@@ -89,12 +56,12 @@ def sha256_of_json(value: object) -> str:
     return hashlib.sha256(orjson.dumps(value, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 
-def _file_identity(path: Path | None, cache_path: Path) -> dict[str, Any]:
+def _file_identity(path: Path | None, cache_path: Path) -> FileIdentity:
     if path is None:
-        return {"path": None}
+        return FileIdentity(path=None)
     if not path.is_file():
-        return {"path": str(path), "error": "not a file"}
-    return {"path": str(path), "size": path.stat().st_size, "sha256": file_sha256(path, cache_path)}
+        return FileIdentity(path=str(path), error="not a file")
+    return FileIdentity(path=str(path), size=path.stat().st_size, sha256=file_sha256(path, cache_path))
 
 
 def _git(repo: Path, *args: str) -> str | None:
@@ -106,17 +73,17 @@ def _git(repo: Path, *args: str) -> str | None:
     return done.stdout.strip() if done.returncode == 0 else None
 
 
-def git_revision(repo: Path) -> dict[str, Any]:
+def git_revision(repo: Path) -> GitRevision:
     """HEAD of the checkout holding `repo`; a folder that is only inside hcu's own checkout (a venv's
     site-packages, say) has no revision of its own."""
     top = _git(repo, "rev-parse", "--show-toplevel")
     if top is None or (Path(top).resolve() == REPO_ROOT.resolve() and repo.resolve() != REPO_ROOT.resolve()):
-        return {"path": str(repo), "error": "not a git checkout"}
-    return {"path": str(repo), "commit": _git(repo, "rev-parse", "HEAD"),
-            "dirty": bool(_git(repo, "status", "--porcelain"))}
+        return GitRevision(path=str(repo), error="not a git checkout")
+    return GitRevision(path=str(repo), commit=_git(repo, "rev-parse", "HEAD"),
+                       dirty=bool(_git(repo, "status", "--porcelain")))
 
 
-def task_identity(config: RunConfig, task: TaskSpec) -> dict[str, Any]:
+def task_identity(config: RunConfig, task: TaskSpec) -> TaskIdentity:
     """The task definition the runner will load (its own lookup), by path and sha256."""
     from hcu.osworld.osworld_bridge.tasks import load_task
 
@@ -124,11 +91,11 @@ def task_identity(config: RunConfig, task: TaskSpec) -> dict[str, Any]:
         found = load_task(config.benchmark_version, task.id, config.domain_of(task), config.tasks_dir,
                           config.osworld_python)
     except _UNKNOWABLE as exc:
-        return {"error": str(exc)}
-    return {"path": str(found.source_path), "sha256": found.sha256}
+        return TaskIdentity(error=str(exc))
+    return TaskIdentity(path=str(found.source_path), sha256=found.sha256)
 
 
-def task_file_hashes(config: RunConfig) -> dict[str, dict[str, Any]]:
+def task_file_hashes(config: RunConfig) -> dict[str, TaskIdentity]:
     """Every task's identity. The checkout's V1 folder is looked up once (it asks an OSWorld process, ~0.1 s:
     per task, a 1,107-task campaign waited two minutes before its first launch)."""
     from hcu.osworld.osworld_bridge.tasks import default_v1_tasks_dir
@@ -137,11 +104,11 @@ def task_file_hashes(config: RunConfig) -> dict[str, dict[str, Any]]:
         try:
             config = config.model_copy(update={"tasks_dir": default_v1_tasks_dir(config.osworld_python)})
         except _UNKNOWABLE as exc:
-            return {task.id: {"error": str(exc)} for task in config.tasks}
+            return {task.id: TaskIdentity(error=str(exc)) for task in config.tasks}
     return {task.id: task_identity(config, task) for task in config.tasks}
 
 
-def guest_identity(config: RunConfig, cache_path: Path) -> dict[str, Any]:
+def guest_identity(config: RunConfig, cache_path: Path) -> FileIdentity | ContainerImageIdentity:
     if config.guest_image is not None:
         return _file_identity(config.guest_image, cache_path)
     image = str(config.test_desktop_image)
@@ -149,20 +116,20 @@ def guest_identity(config: RunConfig, cache_path: Path) -> dict[str, Any]:
         with contextlib.closing(docker_client(HEALTHZ_TIMEOUT_SEC)) as client:
             found = client.images.get(image)
     except Exception as exc:  # a missing image or engine is recorded, not fatal: the runner will say more
-        return {"container_image": image, "error": type(exc).__name__}
-    return {"container_image": image, "id": found.id, "repo_digests": found.attrs.get("RepoDigests", [])}
+        return ContainerImageIdentity(container_image=image, error=type(exc).__name__)
+    return ContainerImageIdentity(container_image=image, id=found.id, repo_digests=found.attrs.get("RepoDigests", []))
 
 
-def docker_image_identity(config: RunConfig) -> dict[str, Any] | None:
+def docker_image_identity(config: RunConfig) -> DockerImageIdentity | None:
     """The QEMU container image as this host has it (id, registry digest), or why not (the first attempt pulls an
     absent image); None for the test desktop."""
     if config.guest_image is None:
         return None
     try:
         with contextlib.closing(docker_client(HEALTHZ_TIMEOUT_SEC)) as client:
-            return resolve(client, config.guest_docker_image, pull=False).model_dump()
+            return DockerImageIdentity(**resolve(client, config.guest_docker_image, pull=False).model_dump())
     except Exception as exc:  # recorded, not fatal: the guest start reports it in full
-        return {"reference": config.guest_docker_image, "error": type(exc).__name__}
+        return DockerImageIdentity(reference=config.guest_docker_image, error=type(exc).__name__)
 
 
 def agent_files(config: RunConfig) -> dict[str, Path]:
@@ -172,49 +139,49 @@ def agent_files(config: RunConfig) -> dict[str, Path]:
     return {cli: config.agent_binary, **{name: config.artifact_dir / name for name in others}}
 
 
-def artifact_identities(config: RunConfig, cache_path: Path) -> dict[str, Any]:
+def artifact_identities(config: RunConfig, cache_path: Path) -> Artifacts:
     assert config.artifact_dir is not None
     agents_json = config.artifact_dir / "agents.json"
     guide = Path(config.instructions_file) if config.instructions_file else None
-    return {
-        "agents_json": orjson.loads(agents_json.read_bytes()) if agents_json.is_file() else None,
-        "agent": {name: _file_identity(path, cache_path) for name, path in agent_files(config).items()},
-        "computer_use": _file_identity(config.mcp_binary, cache_path),
-        "instructions_file": _file_identity(guide, cache_path),
-        "base_instructions_file": _file_identity(config.base_instructions_file, cache_path),
-    }
+    return Artifacts(
+        agents_json=orjson.loads(agents_json.read_bytes()) if agents_json.is_file() else None,
+        agent={name: _file_identity(path, cache_path) for name, path in agent_files(config).items()},
+        computer_use=_file_identity(config.mcp_binary, cache_path),
+        instructions_file=_file_identity(guide, cache_path),
+        base_instructions_file=_file_identity(config.base_instructions_file, cache_path),
+    )
 
 
-def gateway_health(gateway: str | None) -> dict[str, Any]:
+def gateway_health(gateway: str | None) -> GatewayAnswer:
     """The gateway's /healthz answer, or the error that stopped us getting it."""
     if gateway is None:
-        return {"per_node": "each Ray node starts the run's gateway on its own bridge"}
+        return GatewayAnswer(per_node="each Ray node starts the run's gateway on its own bridge")
     url = f"{gateway}/healthz"
     try:
         response = requests.get(url, timeout=HEALTHZ_TIMEOUT_SEC)
     except requests.RequestException as exc:
-        return {"url": url, "error": type(exc).__name__}
+        return GatewayAnswer(url=url, error=type(exc).__name__)
     try:
         body: Any = response.json()
     except ValueError:
         body = response.text[:500]
-    return {"url": url, "status": response.status_code, "body": body}
+    return GatewayAnswer(url=url, status=response.status_code, body=body)
 
 
-def osworld_revision(config: RunConfig) -> dict[str, Any]:
+def osworld_revision(config: RunConfig) -> OSWorldRevision:
     """The OSWorld code the runner uses (its interpreter, the checkout revision or the installed desktop-env
     version, as the OSWorld process reports them) and the tasks folder's revision when it is a checkout."""
     from hcu.osworld.osworld_bridge.process import osworld_identity
 
     try:
         identity = osworld_identity(config.osworld_python)
-        code = {**git_revision(Path(identity["checkout_root"])), "python": identity["python"],
-                "python_version": identity["python_version"],
-                "desktop_env_version": identity["desktop_env_version"]}
+        code = OSWorldCode(**git_revision(Path(identity["checkout_root"])).model_dump(), python=identity["python"],
+                           python_version=identity["python_version"],
+                           desktop_env_version=identity["desktop_env_version"])
     except _UNKNOWABLE as exc:
-        code = {"error": str(exc)}
+        code = OSWorldCode(error=str(exc))
     tasks = git_revision(config.tasks_dir) if config.tasks_dir else None
-    return {"code": code, "tasks_dir": tasks}
+    return OSWorldRevision(code=code, tasks_dir=tasks)
 
 
 def build_manifest(config: RunConfig) -> Manifest:
@@ -233,7 +200,7 @@ def record_start(config: RunConfig) -> Manifest:
     current = build_manifest(config)
     if path.exists():
         previous = Manifest.model_validate(orjson.loads(path.read_bytes()))
-        if previous.guest_docker_image is not None and "id" not in previous.guest_docker_image:
+        if previous.guest_docker_image is not None and previous.guest_docker_image.id is None:
             previous.guest_docker_image = current.guest_docker_image  # pulled since the run started: pin it now
         changed = [key for key, value in current.pins().items() if previous.pins()[key] != value]
         if changed:

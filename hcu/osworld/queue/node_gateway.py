@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -21,8 +20,9 @@ import requests
 from hcu.gateway.descriptors import PROVIDERS
 from hcu.osworld.agents import agent_cli
 from hcu.osworld.errors import HcuOSWorldError
-from hcu.osworld.queue.config import RunConfig
 from hcu.osworld.queue.keeper import die_with_parent
+from hcu.osworld.run_config import RunConfig
+from hcu.osworld.settings import gateway_options
 
 HEALTHZ_TIMEOUT_SEC = 2.0
 START_TIMEOUT_SEC = 30.0
@@ -37,11 +37,10 @@ def gateway_command(config: RunConfig, host: str, port: int, token_log: Path,
                     scope_key_file: Path | None) -> list[str]:
     """The gateway's command line on a node (no credential in it: see gateway_environment)."""
     assert config.ray is not None and config.ray.node_gateway is not None
-    spec, provider = config.ray.node_gateway, agent_cli(config.agent).provider
-    argv = [sys.executable, "-m", provider.module, "--host", host, provider.port_flag, str(port),
-            "--out", str(token_log), "--max-requests-per-task", str(config.max_model_calls),
-            "--rate-limit-max-wait", str(spec.rate_limit_max_wait), *spec.upstream_args]
-    return argv + (["--scope-key-file", str(scope_key_file)] if scope_key_file is not None else [])
+    spec = config.ray.node_gateway
+    options = gateway_options(host=host, token_log=token_log, max_model_calls=config.max_model_calls,
+                              scope_key_file=scope_key_file, rate_limit_max_wait=spec.rate_limit_max_wait)
+    return options.command(agent_cli(config.agent).provider, port, spec.upstream_args)
 
 
 def token_variable(config: RunConfig) -> str:

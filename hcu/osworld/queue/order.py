@@ -17,10 +17,10 @@ from pathlib import Path
 import orjson
 
 from hcu.osworld.errors import policy_for
-from hcu.osworld.queue.config import RunConfig
 from hcu.osworld.records.identity import repeat_key
 from hcu.osworld.records.layout import RESULT_FILE
 from hcu.osworld.records.result import result_if_readable
+from hcu.osworld.run_config import RunConfig
 
 
 def earlier_runs(config: RunConfig) -> list[Path]:

@@ -21,7 +21,6 @@ from pathlib import Path
 from hcu.osworld.errors import FailureClass, HcuOSWorldError, policy_for
 from hcu.osworld.queue.admission import ReportSource
 from hcu.osworld.queue.clock import SYSTEM_CLOCK, QueueClock
-from hcu.osworld.queue.config import RunConfig
 from hcu.osworld.queue.control import QueueControl
 from hcu.osworld.queue.events import EventLog, QueueSink
 from hcu.osworld.queue.executor import Executor, Lost, QueueRefused
@@ -46,6 +45,7 @@ from hcu.osworld.queue.spend import SpendMeter, ceiling_message
 from hcu.osworld.queue.state import RetryNote, TaskView, read_retry_notes, scan_task
 from hcu.osworld.queue.status import ActiveAttempt, read_phase, render
 from hcu.osworld.records.identity import AttemptId, split_repeat_key
+from hcu.osworld.run_config import RunConfig
 from hcu.record_io import write_atomic, write_json, write_record
 
 DEFAULT_POLL_SEC = 5.0

@@ -8,9 +8,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
+from hcu.osworld.agents import agent_cli
 from hcu.osworld.queue.admission import AutoAdmission
-from hcu.osworld.queue.config import AUTO, RunConfig
 from hcu.osworld.queue.forecasting import Upstreams, finished_profile, known_upstreams, plan_forecast
 from hcu.osworld.queue.launch import RUN_TASK, runner_args
 from hcu.osworld.queue.order import LaunchQueue, expected_durations
@@ -21,6 +22,8 @@ from hcu.osworld.quota.forecast import Forecast
 from hcu.osworld.quota.profile import AttemptProfile
 from hcu.osworld.quota.report import plan_lines
 from hcu.osworld.records.identity import repeat_key, split_repeat_key
+from hcu.osworld.run_config import AUTO, RunConfig
+from hcu.osworld.settings import gateway_options
 
 FINAL_STATES = frozenset({"finished", "exhausted"})
 
@@ -37,8 +40,9 @@ def executor_plan(config: RunConfig) -> list[str]:
         token_env = config.ray.node_gateway.upstream_token_env
         key = Path("<node copy of the scope key>") if config.scope_key_file else None
         argv = gateway_command(config, "<node bridge>", 0, Path("<node token log>"), key)
+        argv[argv.index(agent_cli(config.agent).provider.port_flag) + 1] = "<free port>"
         env = f" (in its environment: {token_variable(config)}=${token_env})" if token_env else ""
-        lines.append("gateway: each node starts " + " ".join(argv[1:]).replace(" 0 ", " <free port> ") + env)
+        lines.append("gateway: each node starts " + " ".join(argv[1:]) + env)
     if config.scope_key_file is not None:
         lines.append(f"scope key: {config.scope_key_file}, shipped to every node "
                      f"({'in the shared directory' if config.ray.shared_dir else 'through Ray'})")
@@ -105,10 +109,11 @@ def describe_plan(config: RunConfig, upstreams: Upstreams | None = None) -> str:
     nothing; `upstreams`: the gateway's, when the caller has asked for them already."""
     lines = [f"run directory: {config.run_dir}", f"config: {config_state(config)}"]
     if not config.node_gateways:
-        lines += [f"gateway: {config.gateway}",
-                  f"gateway flags: --out {config.token_log} --max-requests-per-task {config.max_model_calls}"
-                  + (" (0 = no budget)" if config.max_model_calls == 0 else "")
-                  + f" --scope-key-file {config.scope_key_file}"]
+        assert config.gateway is not None and config.token_log is not None
+        options = gateway_options(host=str(urlsplit(config.gateway).hostname), token_log=config.token_log,
+                                  max_model_calls=config.max_model_calls, scope_key_file=config.scope_key_file)
+        lines += [f"gateway: {config.gateway}", "gateway flags: " + " ".join(options.argv())
+                  + (" (--max-requests-per-task 0 = no budget)" if config.max_model_calls == 0 else "")]
     for key in ("guest_image", "test_desktop", "tasks_dir", "results_dir", "token_log", "artifact_dir",
                 "asset_cache", "agent_binary", "mcp_binary", "instructions_file", "base_instructions_file"):
         value = getattr(config, key)

@@ -37,10 +37,8 @@ from ray.util.placement_group import PlacementGroup, placement_group_table
 from hcu.gateway.scope_secret import ScopeKeyError
 from hcu.osworld.attempt.node_admission import NodeCaps
 from hcu.osworld.errors import ConfigurationError, FailureClass
-from hcu.osworld.queue.config import RunConfig, TaskSpec
 from hcu.osworld.queue.executor import Lost, QueueRefused
 from hcu.osworld.queue.launch import RUN_TASK
-from hcu.osworld.queue.manifest import NodeInfo
 from hcu.osworld.queue.merge import append_log, append_rows, merged_scopes, unpack_into
 from hcu.osworld.queue.node_gateway import NodeGatewayError
 from hcu.osworld.queue.node_key import remove_key, ship_key
@@ -51,6 +49,8 @@ from hcu.osworld.queue.state import Placement, TaskView
 from hcu.osworld.queue.status import ActiveAttempt
 from hcu.osworld.quota.gateway_reading import GatewayReport, fetch_report
 from hcu.osworld.records.identity import AttemptId
+from hcu.osworld.records.manifest import NodeInfo
+from hcu.osworld.run_config import RunConfig, TaskSpec
 from hcu.record_io import write_json, write_record
 
 STATUS_WAIT_SEC = 5.0

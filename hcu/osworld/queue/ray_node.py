@@ -35,16 +35,16 @@ from hcu.osworld.errors import HcuOSWorldError
 from hcu.osworld.guest.kinds import check_host
 from hcu.osworld.guest.state_dir import state_dir
 from hcu.osworld.queue import keeper
-from hcu.osworld.queue.config import RunConfig
 from hcu.osworld.queue.containers import cleanup_attempt, run_attempts_with_containers
 from hcu.osworld.queue.keeper import die_with_parent
 from hcu.osworld.queue.launch import runner_args, spawn
-from hcu.osworld.queue.manifest import NodeInfo
 from hcu.osworld.queue.merge import pack_attempt, scope_rows
 from hcu.osworld.queue.node_gateway import NodeGatewayProcess, without_upstream_credentials
 from hcu.osworld.queue.node_key import ShippedKey, node_key_file, remove_key
 from hcu.osworld.quota.gateway_reading import fetch_report
 from hcu.osworld.records.identity import AttemptId
+from hcu.osworld.records.manifest import NodeInfo
+from hcu.osworld.run_config import RunConfig
 
 NODE_LABEL = "hcu/node"
 """A node's name in manifests and status (`ray start --labels hcu/node=gpu-host-07`)."""

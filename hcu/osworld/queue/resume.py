@@ -11,9 +11,9 @@ import orjson
 from filelock import FileLock, Timeout
 from pydantic import ValidationError
 
-from hcu.osworld.queue.config import RunConfig
 from hcu.osworld.queue.control import LOCK_FILE
 from hcu.osworld.queue.executor import QueueRefused
+from hcu.osworld.run_config import RunConfig
 
 RUN_LOCK_WAIT_SEC = 2.0
 """How long a starting queue waits for the run lock: `ctl` takes it for an instant to learn whether a queue runs."""

@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections import deque
 from pathlib import Path
 
-from hcu.osworld.queue.config import RunConfig
 from hcu.osworld.queue.snapshot import RateLimitFigures
 from hcu.osworld.records.cost import Cost, token_rows
 from hcu.osworld.records.identity import attempt_of_scope
+from hcu.osworld.run_config import RunConfig
 from hcu.record_io import GrowingFile
 
 RATE_LIMIT_WINDOW_SEC = 60.0

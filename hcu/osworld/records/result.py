@@ -43,7 +43,9 @@ class PhaseTiming(BaseModel):
 
 
 class Usage(BaseModel):
-    """Model usage of one attempt, read from the gateway's token log rows of its task scope."""
+    """Model usage of one attempt, read from the gateway's token log rows of its task scope. A result record's part:
+    result.json's `usage`, the sum of the scope's `gateway.tokenlog.TokenUsage` rows (Harbor's export renames it
+    `AgentUsage`)."""
 
     model_config = ConfigDict(extra="ignore")
 

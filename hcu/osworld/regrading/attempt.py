@@ -12,31 +12,29 @@ from pathlib import Path
 
 from hcu.osworld.attempt import guest_phases as guest
 from hcu.osworld.attempt.failures import Failure
-from hcu.osworld.attempt.guest_phases import AttemptState, GuestAttemptSettings
+from hcu.osworld.attempt.guest_phases import AttemptState
 from hcu.osworld.attempt.runner import Phase, PhaseLog, run_phases
 from hcu.osworld.errors import BootTimeout, ConfigurationError, EvaluationTimeout, counted_score
 from hcu.osworld.guest_state.kept import KeptDesktop, evaluator_sha256
 from hcu.osworld.guest_state.snapshots import image_sha256
+from hcu.osworld.osworld_bridge.assets import AssetCache
 from hcu.osworld.records.identity import AttemptId
 from hcu.osworld.records.interrupts import StopSignals
 from hcu.osworld.records.regrade import Regrade
-from hcu.osworld.settings import TimeoutSettings
+from hcu.osworld.settings import GuestAttemptSettings, TimeoutSettings
 from hcu.record_io import write_record
 
 
 class RegradeSettings(TimeoutSettings, GuestAttemptSettings):
     """What a regrade reads of the run's settings for one task."""
 
-    task_id: str
-
     @classmethod
-    def of(cls, settings: GuestAttemptSettings, task_id: str) -> RegradeSettings:
-        return cls.model_validate({**{name: getattr(settings, name) for name in cls.model_fields
-                                      if name != "task_id"}, "task_id": task_id})
+    def of(cls, settings: GuestAttemptSettings) -> RegradeSettings:
+        return cls.model_validate({name: getattr(settings, name) for name in cls.model_fields})
 
 
 @dataclass
-class RegradeState(AttemptState):
+class RegradeState(AttemptState["RegradeSettings"]):
     """A regrade: the guest's phases, with the kept desktop they start from."""
 
     kept: KeptDesktop | None = None
@@ -78,6 +76,11 @@ PHASES: list[Phase[RegradeState]] = [
 CLOSING: list[Phase[RegradeState]] = [Phase("cleanup", guest.cleanup)]
 
 
+def run_assets(settings: GuestAttemptSettings) -> AssetCache:
+    """A scored run's task files: its asset cache, as its attempts had it (a run never uses stand-ins)."""
+    return AssetCache.configured(settings.asset_cache, offline=settings.offline_assets, mirror=settings.asset_mirror)
+
+
 def regrade(settings: RegradeSettings, kept: KeptDesktop, attempt: AttemptId, *, score_before: float | None,
             work_dir: Path, stops: StopSignals) -> Regrade:
     """Score `kept` again with `settings` (the run's, for its task) and return the record; `attempt` names the
@@ -86,7 +89,8 @@ def regrade(settings: RegradeSettings, kept: KeptDesktop, attempt: AttemptId, *,
     started = time.time()
     phases = PhaseLog.writing_progress(str(attempt), work_dir)
     state = RegradeState(settings=settings, attempt=attempt, result_dir=work_dir, phases=phases,
-                         boot_timeout_sec=settings.timeout_seconds or float("inf"), kept=kept)
+                         boot_timeout_sec=settings.timeout_seconds or float("inf"), asset_source=run_assets,
+                         kept=kept)
     record = Regrade(attempt_id=kept.attempt_id, task_id=kept.task_id, repeat=attempt.repeat, status="error",
                      score_before=score_before, score_after=None, task_sha256_then=kept.task_sha256,
                      evaluator_sha256_then=kept.evaluator_sha256, regraded_at=started, duration_sec=0.0)

@@ -16,13 +16,13 @@ import orjson
 from hcu.osworld.errors import HcuOSWorldError
 from hcu.osworld.guest_state import kept
 from hcu.osworld.guest_state.kept import KeptDesktop
-from hcu.osworld.queue.config import ConfigError, RunConfig, TaskSpec, validate_config
 from hcu.osworld.records.identity import AttemptId, repeat_key
 from hcu.osworld.records.interrupts import StopSignals
 from hcu.osworld.records.layout import REGRADE_FILE, RESULT_FILE
 from hcu.osworld.records.regrade import Regrade
 from hcu.osworld.records.result import TaskResult
 from hcu.osworld.regrading.attempt import RegradeSettings, regrade
+from hcu.osworld.run_config import ConfigError, RunConfig, TaskSpec, validate_config
 from hcu.record_io import read_record, write_atomic, write_record
 
 REGRADE_DIR = "regrade"
@@ -83,7 +83,7 @@ def regrade_run(config: RunConfig, attempts: list[KeptAttempt], *, stops: StopSi
 
     def one(item: KeptAttempt) -> Regrade:
         guest_id = AttemptId(run_id=f"{config.run_id}.regrade", task_id=item.task.id, repeat=item.repeat, attempt=1)
-        settings = RegradeSettings.of(config.task_settings(item.task), item.task.id)
+        settings = RegradeSettings.of(config.task_settings(item.task))
         if osworld_python is not None:
             settings = settings.model_copy(update={"osworld_python": osworld_python})
         record = regrade(settings, item.desktop, guest_id, score_before=item.score_before,

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Literal
 
 from hcu.defaults import BenchmarkVersion
-from hcu.osworld.canary.sweep_file import SWEPT_VERSION, SweepFile, SweepTask
+from hcu.osworld.records.sweep_file import SWEPT_VERSION, SweepFile, SweepTask
 from hcu.osworld.summary.groups import group_stats
 from hcu.osworld.summary.parts import Baseline, UntouchedTask
 from hcu.osworld.summary.repeats import TaskScores

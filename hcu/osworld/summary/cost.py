@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from hcu.osworld.queue.config import RunConfig
+from hcu.osworld.run_config import RunConfig
 from hcu.osworld.summary.repeats import TaskScores
 from hcu.osworld.summary.rows import AttemptRow, RetriedAttempt
 from hcu.osworld.summary.waste import withheld_attempts

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
-from hcu.osworld.queue.config import RunConfig
+from hcu.osworld.run_config import RunConfig
 from hcu.osworld.summary.parts import TaskRepeats
 from hcu.osworld.summary.rows import AttemptRow
 

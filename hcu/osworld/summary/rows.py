@@ -18,11 +18,11 @@ import orjson
 from pydantic import ValidationError
 
 from hcu.osworld import errors
-from hcu.osworld.queue.config import RunConfig
 from hcu.osworld.records.identity import repeat_key
 from hcu.osworld.records.layout import LEASE_FILE, REGRADE_FILE, RESULT_FILE
 from hcu.osworld.records.regrade import Regrade
 from hcu.osworld.records.result import TaskResult, Usage
+from hcu.osworld.run_config import RunConfig
 
 
 @dataclass

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from hcu.osworld.queue.config import RunConfig
+from hcu.osworld.run_config import RunConfig
 from hcu.osworld.summary.model import RunSummary
 from hcu.osworld.summary.repeats import TaskScores
 from hcu.osworld.summary.rows import AttemptRow

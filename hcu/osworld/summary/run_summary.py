@@ -21,9 +21,10 @@ from typing import Any, Literal
 import orjson
 
 from hcu.defaults import RETRIES
-from hcu.osworld.canary.sweep_file import SweepFile, SweepUnreadable, read_sweep
 from hcu.osworld.errors import LIMIT_TERMINATIONS, POLICIES, HcuOSWorldError, policy_for
-from hcu.osworld.queue.config import REPEAT_POLICY, ConfigError, RunConfig, validate_config
+from hcu.osworld.records.manifest import REPEAT_POLICY
+from hcu.osworld.records.sweep_file import SweepFile, SweepUnreadable, read_sweep
+from hcu.osworld.run_config import ConfigError, RunConfig, validate_config
 from hcu.osworld.summary.baseline import baseline_figures, untouched_of
 from hcu.osworld.summary.compare import compare
 from hcu.osworld.summary.cost import CostFigures, cost_figures

@@ -1,6 +1,6 @@
-"""One attempt folder (tasks/<key>/ or retries/<name>/) read in full, for its page: result, lease, retry note,
-meta.json, the trajectory and its screenshots, the CLI's events, final screenshots, the recording, logs and
-the folder's files. Every text is redacted here, before any page sees it.
+"""One attempt folder (tasks/<key>/ or retries/<name>/) read in full, for its page: result, lease, retry note and
+meta.json (the last three through their models), the trajectory and its screenshots, the CLI's events, final
+screenshots, the recording, logs and the folder's files. Every text is redacted here, before any page sees it.
 """
 
 from __future__ import annotations
@@ -12,10 +12,15 @@ from typing import Any, Literal
 import orjson
 from pydantic import ValidationError
 
+from hcu.osworld.agents.events import TraceItem
+from hcu.osworld.attempt.meta import AttemptMeta
 from hcu.osworld.evidence.atif import Trajectory
-from hcu.osworld.records.layout import TRAJECTORY_FILE
+from hcu.osworld.queue.state import RetryNote
+from hcu.osworld.records.layout import LEASE_FILE, META_FILE, RETRY_FILE, TRAJECTORY_FILE
+from hcu.osworld.records.lease import AttemptLease
 from hcu.osworld.view.data import AttemptRow, RunData
 from hcu.osworld.view.paths import REFUSED_DIRS, PathRefused, check_relative
+from hcu.osworld.view.records import RecordFile
 
 Area = Literal["tasks", "retries"]
 LOG_TAIL_BYTES = 64 << 10
@@ -53,19 +58,19 @@ class AttemptDetail:
     name: str
     row: AttemptRow
     result: dict[str, Any] | None
-    lease: dict[str, Any] | None
-    retry_note: dict[str, Any] | None
-    meta: dict[str, Any] | None
+    lease: RecordFile[AttemptLease]
+    retry_note: RecordFile[RetryNote]
+    meta: RecordFile[AttemptMeta]
     trajectory: Trajectory | None
     trajectory_problem: str | None
     """Why there is no trajectory to show: absent, or unreadable (and why)."""
-    events: list[dict[str, Any]]
+    events: list[TraceItem]
     """agent.jsonl's items (the CLI's events, normalised): the steps when there is no trajectory."""
     final_screenshots: list[tuple[str, str]]
     recording: str | None
     logs: list[LogTail]
     files: list[FolderEntry]
-    retried: list[tuple[AttemptRow, dict[str, Any] | None]] = field(default_factory=list)
+    retried: list[tuple[AttemptRow, RetryNote | None]] = field(default_factory=list)
     """For a task folder: its attempts set aside under retries/ (row, retry note)."""
 
     @property
@@ -131,7 +136,8 @@ def _trajectory(run: RunData, folder: str) -> tuple[Trajectory | None, str | Non
         return None, f"{TRAJECTORY_FILE} does not read as ATIF: {where}: {first['msg']}"
 
 
-def _events(run: RunData, folder: str) -> list[dict[str, Any]]:
+def _events(run: RunData, folder: str) -> list[TraceItem]:
+    """agent.jsonl's items, redacted; a line that is not one is left out."""
     try:
         data = (run.run_dir / folder / "agent.jsonl").read_bytes()
     except OSError:
@@ -139,11 +145,9 @@ def _events(run: RunData, folder: str) -> list[dict[str, Any]]:
     items = []
     for line in data.splitlines():
         try:
-            item = orjson.loads(line)
-        except orjson.JSONDecodeError:
+            items.append(TraceItem.model_validate(run.redactor.value(orjson.loads(line))))
+        except (orjson.JSONDecodeError, ValidationError):
             continue
-        if isinstance(item, dict):
-            items.append(run.redactor.value(item))
     return items
 
 
@@ -158,8 +162,8 @@ def _logs(run: RunData, area: Area, name: str) -> list[LogTail]:
     return [tail for label, relative in wanted if (tail := _tail(run, label, relative)) is not None]
 
 
-def _retried(run: RunData, key: str) -> list[tuple[AttemptRow, dict[str, Any] | None]]:
-    return [(run.row_at("retries", name)[0], run.record(f"retries/{name}/retry.json"))
+def _retried(run: RunData, key: str) -> list[tuple[AttemptRow, RetryNote | None]]:
+    return [(run.row_at("retries", name)[0], run.read(f"retries/{name}/{RETRY_FILE}", RetryNote).record)
             for name in run.retries().get(key, [])]
 
 
@@ -177,8 +181,8 @@ def read_attempt(run: RunData, area: Area, name: str) -> AttemptDetail | None:
     trajectory, problem = _trajectory(run, folder)
     return AttemptDetail(
         area=area, name=name, row=row, result=run.record(f"{folder}/result.json"),
-        lease=run.record(f"{folder}/attempt.json"), retry_note=run.record(f"{folder}/retry.json"),
-        meta=run.record(f"{folder}/meta.json"),
+        lease=run.read(f"{folder}/{LEASE_FILE}", AttemptLease),
+        retry_note=run.read(f"{folder}/{RETRY_FILE}", RetryNote), meta=run.read(f"{folder}/{META_FILE}", AttemptMeta),
         trajectory=trajectory, trajectory_problem=problem, events=_events(run, folder),
         final_screenshots=[(label, f"{folder}/{file}") for label, file in FINAL_SCREENSHOTS
                            if (base / file).is_file()],

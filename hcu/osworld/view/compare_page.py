@@ -39,8 +39,9 @@ def _run_card(run: RunData, index: RunIndex) -> str:
     score = pct(lower) if not withheld else f"withheld <span class=dim>(≥ {pct(lower)})</span>"
     coverage = pct(s.coverage if s else len(scores) / n)
     c = run.config
-    return (f'<div class="run-card"><h3>{esc(run.run_id)}</h3><p class="dim">{esc(c.get("agent"))} · '
-            f'{esc(c.get("model"))} ({esc(c.get("effort"))})</p><div class="cards">{card("Score", score)}'
+    agent, model, effort = (c.agent, c.model, c.effort) if c else (None, None, None)
+    return (f'<div class="run-card"><h3>{esc(run.run_id)}</h3><p class="dim">{esc(agent)} · '
+            f'{esc(model)} ({esc(effort)})</p><div class="cards">{card("Score", score)}'
             f'{card("Coverage", coverage)}{card("Attempts", count(len(index.rows)))}</div></div>')
 
 

@@ -2,8 +2,8 @@
 (re-read only when that file changed), and each attempt's other records only when its page is asked for
 (`attempt_data.py`).
 
-Every record is read as JSON and tolerated when absent, torn or of another version: an old run must open, a
-run in progress must open, and a record some other version of hcu wrote must not stop the page.
+Every record is read through its model (records.py) and tolerated when absent, torn or of another version: an old
+run must open, a run in progress must open, and a record some other version of hcu wrote must not stop the page.
 """
 
 from __future__ import annotations
@@ -20,10 +20,13 @@ from pydantic import ValidationError
 
 from hcu.osworld.errors import HcuOSWorldError
 from hcu.osworld.records.layout import RESULT_FILE
+from hcu.osworld.records.manifest import Manifest
 from hcu.osworld.records.result import TaskResult
+from hcu.osworld.run_config import RunConfig
 from hcu.osworld.summary.model import RunSummary, SummaryUnreadable, parse_summary
 from hcu.osworld.summary.rows import counted_score, failure_class, score_problem
 from hcu.osworld.summary.waste import ValidResults, token_log_of
+from hcu.osworld.view.records import M, RecordFile, read_json_file, read_record_file
 from hcu.osworld.view.redact import Redactor
 from hcu.osworld.view.timeline import RunTimeline, Timeline, run_provider
 
@@ -178,11 +181,12 @@ class RunData:
         if not (run_dir / "config.json").is_file() and not (run_dir / "tasks").is_dir():
             raise RunDirError(f"{run_dir}: neither config.json nor tasks/ (not a run directory)")
         self.run_dir = run_dir.resolve()
-        config = read_object(run_dir / "config.json") or {}
-        key_file = config.get("scope_key_file")
+        # the key file is taken from the file as it is, so that even a config that does not read is redacted
+        key_file = (read_object(run_dir / "config.json") or {}).get("scope_key_file")
         self.redactor = Redactor.for_run(self.run_dir, [Path(key_file)] if isinstance(key_file, str) else [])
-        self.config: dict[str, Any] = self.redactor.value(config)
-        self._tasks = self._config_tasks()
+        self.config_file = self.read("config.json", RunConfig)
+        self.config = self.config_file.record
+        self._tasks = {task.id: task for task in self.config.tasks} if self.config else {}
         self._known = set(self._tasks)
         self._cache: dict[str, tuple[tuple[int, int], AttemptRow]] = {}
         self._summary: tuple[tuple[int, int], SummaryFile] | None = None
@@ -191,31 +195,27 @@ class RunData:
 
     @property
     def run_id(self) -> str:
-        return str(self.config.get("run_id") or self.run_dir.name)
-
-    def _config_tasks(self) -> dict[str, dict[str, Any]]:
-        tasks: dict[str, dict[str, Any]] = {}
-        for entry in self.config.get("tasks") or []:
-            spec = {"id": entry} if isinstance(entry, str) else entry
-            if isinstance(spec, dict) and isinstance(spec.get("id"), str):
-                tasks[spec["id"]] = spec
-        return tasks
+        return (self.config.run_id if self.config else None) or self.run_dir.name
 
     def domain_of(self, task_id: str) -> str:
-        spec = self._tasks.get(task_id, {})
-        return str(spec.get("task_domain") or self.config.get("task_domain") or "")
+        spec = self._tasks.get(task_id)
+        return (self.config.domain_of(spec) if self.config and spec else None) or ""
 
     def repeats(self) -> int:
         """Scored repeats per task: the config's, else the summary's, else 1."""
-        value = self.config.get("repeats")
-        if value is None and (summary := self.summary()) is not None:
-            value = summary.repeats
-        return value if isinstance(value, int) and value >= 1 else 1
+        if self.config is not None and "repeats" in self.config.model_fields_set:
+            return self.config.repeats
+        summary = self.summary()
+        return summary.repeats if summary is not None and summary.repeats and summary.repeats >= 1 else 1
 
     def record(self, relative: str) -> dict[str, Any] | None:
         """A JSON object of the run, redacted; None when missing or not an object."""
         value = read_object(self.run_dir / relative)
         return None if value is None else self.redactor.value(value)
+
+    def read(self, relative: str, model: type[M]) -> RecordFile[M]:
+        """A record of the run through its model, redacted (records.py)."""
+        return read_record_file(self.run_dir / relative, model, self.redactor.value, relative)
 
     def summary_file(self) -> SummaryFile:
         """summary.json read through the summary's model (redacted first), again only once the file changed; a torn
@@ -231,16 +231,11 @@ class RunData:
         return self._summary[1]
 
     def _read_summary(self, path: Path) -> SummaryFile:
+        found = read_json_file(path, "summary/summary.json")
+        if found is None or found[1] is not None:
+            return SummaryFile(None, problem=found and found[1])
         try:
-            value = orjson.loads(path.read_bytes())
-        except FileNotFoundError:
-            return SummaryFile(None)
-        except OSError as exc:
-            return SummaryFile(None, problem=f"summary/summary.json: cannot be read ({exc.strerror})")
-        except orjson.JSONDecodeError as exc:
-            return SummaryFile(None, problem=f"summary/summary.json: not JSON ({exc})")
-        try:
-            summary, unknown = parse_summary(self.redactor.value(value))
+            summary, unknown = parse_summary(self.redactor.value(found[0]))
         except SummaryUnreadable as exc:
             return SummaryFile(None, problem=self.redactor.text(f"summary/summary.json: {exc}"))
         return SummaryFile(summary, unknown)
@@ -254,8 +249,11 @@ class RunData:
         except OSError:
             return None
 
-    def manifest(self) -> dict[str, Any] | None:
-        return self.record("manifest.json")
+    def manifest_file(self) -> RecordFile[Manifest]:
+        return self.read("manifest.json", Manifest)
+
+    def manifest(self) -> Manifest | None:
+        return self.manifest_file().record
 
     def queue_status(self) -> str | None:
         try:
@@ -308,9 +306,9 @@ class RunData:
         when the folder does not exist."""
         match = RETRY_FOLDER.match(name) if area == "retries" else None
         task_id, repeat = split_key(match["key"] if match else name, self._known)
-        spec = self._tasks.get(task_id, {})
+        spec = self._tasks.get(task_id)
         row = AttemptRow(key=name, task_id=task_id, repeat=repeat, domain=self.domain_of(task_id),
-                         stratum=str(spec.get("stratum") or ""), retries=retries)
+                         stratum=(spec.stratum if spec else None) or "", retries=retries)
         return self._row_from_result(os.path.join(self.run_dir, area, name), row)
 
     def index(self) -> RunIndex:
@@ -335,8 +333,7 @@ class RunData:
     def timeline(self, index: RunIndex) -> Timeline | None:
         """The run over its time (queue events, token-log minutes), the attempts' validity as `index` has it."""
         if self._timeline is None:
-            configured = self.config.get("token_log")
-            token_log = token_log_of(self.run_dir, Path(configured) if isinstance(configured, str) else None)
+            token_log = token_log_of(self.run_dir, self.config.token_log if self.config else None)
             self._timeline = RunTimeline(self.run_dir, token_log, self.run_id, run_provider(self.config) or "")
         names = (name for folders in index.retries.values() for name in folders)
         return self._timeline.timeline(ValidResults.of(self.run_id, self._tasks, index.rows, names))

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from hcu.osworld.records.manifest import FileIdentity, Manifest
 from hcu.osworld.summary.model import RunSummary
 from hcu.osworld.summary.parts import TaskRepeats
 from hcu.osworld.view.charts import run_charts
@@ -31,6 +32,7 @@ from hcu.osworld.view.html import (
 )
 from hcu.osworld.view.links import Links
 from hcu.osworld.view.queue_live import live_section, timeline_section
+from hcu.osworld.view.records import RecordFile
 from hcu.osworld.view.tables import Column, Row, data_table, filter_form, number, select, text
 
 COLUMNS: tuple[Column, ...] = (("task", "task", "text"), ("rep", "repeat", "num"), ("domain", "domain", "text"),
@@ -176,30 +178,33 @@ def _headline(run: RunData, index: RunIndex, links: Links) -> str:
     return why + tally_cards(index.rows)
 
 
-def _manifest_facts(manifest: dict[str, Any]) -> str:
+def _manifest_facts(manifest: Manifest) -> str:
     """What the run's number depends on, at a glance (manifest.json in full below it)."""
-    starts = manifest.get("starts") or []
-    last = starts[-1] if starts and isinstance(starts[-1], dict) else {}
-    commit = (last.get("hcu_commit") or {}).get("commit")
-    code = (manifest.get("osworld_revision") or {}).get("code") or {}
-    guest = manifest.get("guest_image") or {}
-    facts = [("starts", f"{len(starts)} (last {when(last.get('at'))} on {esc(last.get('host', '?'))})"),
-             ("hcu commit", f"<code>{esc((commit or '?')[:12])}</code>"),
-             ("OSWorld", esc(code.get("desktop_env_version") or code.get("commit") or code.get("error") or "?")),
-             ("guest image", f"<code>{esc(guest.get('container_image') or guest.get('path') or '?')}</code>"),
-             ("config sha256", f"<code>{esc(str(manifest.get('config_sha256', '?'))[:16])}</code>"),
-             ("task files pinned", count(len(manifest.get("task_files") or {}))),
-             ("nodes", count(len(manifest.get("nodes") or {})))]
+    last = manifest.starts[-1] if manifest.starts else None
+    code, guest = manifest.osworld_revision.code, manifest.guest_image
+    image = guest.path if isinstance(guest, FileIdentity) else guest.container_image
+    facts = [("starts", f"{len(manifest.starts)} (last {when(last.at if last else None)} on "
+                        f"{esc(last.host if last else '?')})"),
+             ("hcu commit", f"<code>{esc(((last.hcu_commit.commit if last else None) or '?')[:12])}</code>"),
+             ("OSWorld", esc(code.desktop_env_version or code.commit or code.error or "?")),
+             ("guest image", f"<code>{esc(image or '?')}</code>"),
+             ("config sha256", f"<code>{esc(manifest.config_sha256[:16])}</code>"),
+             ("task files pinned", count(len(manifest.task_files))),
+             ("nodes", count(len(manifest.nodes)))]
     return kv(facts, "facts")
 
 
+def _record(name: str, file: RecordFile[Any], missing: str) -> str:
+    """A run record in full as its file holds it, or why not."""
+    shown = file.shown()
+    return details(name, json_block(shown) if shown is not None else absent(file.problem or missing))
+
+
 def _records(run: RunData) -> str:
-    manifest, status = run.manifest(), run.queue_status()
-    facts = _manifest_facts(manifest) if manifest else ""
-    parts = [facts, details("manifest.json", json_block(manifest) if manifest else
-                     absent("no manifest.json in this run directory")),
-             details("config.json", json_block(run.config) if run.config else
-                     absent("no config.json in this run directory")),
+    manifest, status = run.manifest_file(), run.queue_status()
+    facts = _manifest_facts(manifest.record) if manifest.record else ""
+    parts = [facts, _record("manifest.json", manifest, "no manifest.json in this run directory"),
+             _record("config.json", run.config_file, "no config.json in this run directory"),
              details("QUEUE_STATUS.md", f'<pre class="log">{esc(status)}</pre>' if status else
                      absent("no QUEUE_STATUS.md (the queue writes it while it runs)"))]
     return section("Records", "".join(parts))
@@ -207,12 +212,12 @@ def _records(run: RunData) -> str:
 
 def _title_line(run: RunData, index: RunIndex) -> str:
     c = run.config
-    bits = [f"agent <b>{esc(c.get('agent', '?'))}</b>", f"model <b>{esc(c.get('model', '?'))}</b> "
-            f"({esc(c.get('effort', '?'))})", f"OSWorld {esc(c.get('benchmark_version', '?'))}",
+    bits = [f"agent <b>{esc(c.agent if c else '?')}</b>", f"model <b>{esc(c.model if c else '?')}</b> "
+            f"({esc(c.effort if c else '?')})", f"OSWorld {esc(c.benchmark_version if c else '?')}",
             f"{len({row.task_id for row in index.rows})} tasks", f"{len(index.rows)} attempts in tasks/",
             f"{sum(len(v) for v in index.retries.values())} retried attempts"]
     banner = ('<p class="scripted">SCRIPTED MODEL: a scripted upstream stood in for the model; this run checks '
-              "the harness, not a model.</p>" if c.get("scripted_model") else "")
+              "the harness, not a model.</p>" if c and c.scripted_model else "")
     return f'<h1>{esc(run.run_id)}</h1><p class="sub">{" · ".join(bits)}</p>{banner}'
 
 

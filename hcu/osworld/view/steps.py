@@ -8,6 +8,7 @@ from typing import Any
 
 import orjson
 
+from hcu.osworld.agents.events import TraceItem
 from hcu.osworld.evidence.atif import ContentPart, ObservationResult, Step, ToolCall, Trajectory
 from hcu.osworld.view.attempt_data import AttemptDetail
 from hcu.osworld.view.html import absent, badge, count, details, esc, kv, seconds, usd
@@ -156,16 +157,16 @@ def _result_text(result: Any) -> str:
     return result if isinstance(result, str) else _compact(result)
 
 
-def event_item(item: dict[str, Any]) -> str:
-    kind = str(item.get("kind", "?"))
-    turn = f'<span class="dim">turn {esc(item.get("turn"))}</span> ' if item.get("turn") is not None else ""
+def event_item(item: TraceItem) -> str:
+    kind = item.kind
+    turn = f'<span class="dim">turn {esc(item.turn)}</span> ' if item.turn is not None else ""
     if kind in ("message", "reasoning", "output", "error"):
-        body = f'<pre class="{esc(kind)}">{esc(item.get("text", ""))}</pre>'
+        body = f'<pre class="{esc(kind)}">{esc(item.text or "")}</pre>'
     elif kind == "tool_call":
-        body = (f'<code class="fn">{esc(item.get("name"))}</code>' + _folded(_compact(item.get("arguments")), "args")
-                + _folded(_result_text(item.get("result")), "result"))
+        body = (f'<code class="fn">{esc(item.name)}</code>' + _folded(_compact(item.arguments), "args")
+                + _folded(_result_text(item.result), "result"))
     else:
-        body = _folded(_compact({k: v for k, v in item.items() if k not in ("kind", "turn")}), "args")
+        body = _folded(_compact(item.model_dump(mode="json", exclude={"kind", "turn"}, exclude_unset=True)), "args")
     return f'<div class="event ev-{esc(kind)}">{turn}{badge(kind, "src")}{body}</div>'
 
 

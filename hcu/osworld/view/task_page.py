@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from hcu.osworld.records.layout import LEASE_FILE, RESULT_FILE
+from hcu.osworld.attempt.meta import AttemptMeta
+from hcu.osworld.records.layout import LEASE_FILE, RESULT_FILE, RETRY_FILE
 from hcu.osworld.view.attempt_data import AttemptDetail
 from hcu.osworld.view.data import RunData, repeat_key
 from hcu.osworld.view.html import (
@@ -26,6 +27,7 @@ from hcu.osworld.view.html import (
     when,
 )
 from hcu.osworld.view.links import Links, Side
+from hcu.osworld.view.records import RecordFile
 from hcu.osworld.view.steps import render_steps
 
 
@@ -106,50 +108,50 @@ def evaluation(detail: AttemptDetail, links: Links, side: Side) -> str:
     return "".join(parts)
 
 
-def setup_steps(meta: dict[str, Any] | None) -> str:
-    steps = (meta or {}).get("setup_steps")
-    if not isinstance(steps, list) or not steps:
+def setup_steps(meta: AttemptMeta | None) -> str:
+    steps = meta.setup_steps if meta else []
+    if not steps:
         return absent("no setup steps in meta.json")
     rows = "".join(
-        f'<tr><td class="n">{esc(s.get("index"))}</td><td><code>{esc(s.get("type"))}</code></td>'
-        f'<td>{badge("ok" if s.get("ok") else "failed", "pass" if s.get("ok") else "fail")}</td>'
-        f'<td class="n">{seconds(s.get("duration_sec"))}</td>'
-        f'<td>{details(esc(str(s.get("parameters"))[:120]), json_block(s.get("parameters")))}</td>'
-        f'<td class="n">{len(s.get("guest_answers") or [])}</td><td class="note">{esc(s.get("error") or "")}</td></tr>'
-        for s in steps if isinstance(s, dict))
+        f'<tr><td class="n">{esc(s.index)}</td><td><code>{esc(s.type)}</code></td>'
+        f'<td>{badge("ok" if s.ok else "failed", "pass" if s.ok else "fail")}</td>'
+        f'<td class="n">{seconds(s.duration_sec)}</td>'
+        f'<td>{details(esc(str(s.parameters)[:120]), json_block(s.parameters))}</td>'
+        f'<td class="n">{len(s.guest_answers)}</td><td class="note">{esc(s.error or "")}</td></tr>' for s in steps)
     return (f'<table class="grid"><thead><tr><th>#</th><th>type</th><th>ok</th><th>duration</th><th>parameters</th>'
             f"<th>guest answers</th><th>error</th></tr></thead><tbody>{rows}</tbody></table>")
 
 
 def final_desktop(detail: AttemptDetail, run_dir: str) -> str:
     """Whether the final desktop was kept (meta.json), and the commands that open or regrade it."""
-    record = (detail.meta or {}).get("final_desktop")
-    if not isinstance(record, dict):
+    record = detail.meta.record.final_desktop if detail.meta.record else None
+    if record is None:
         return absent("meta.json says nothing of a final desktop (an attempt from before hcu kept them, or one "
                       "that never reached its agent)")
-    if not record.get("kept"):
-        return f'<p>Not kept: {esc(record.get("reason") or "no reason recorded")}</p>'
+    if not record.kept:
+        return f"<p>Not kept: {esc(record.reason or 'no reason recorded')}</p>"
     repeat = f" --repeat {detail.row.repeat}" if detail.row.repeat > 1 else ""
-    lacks = f' (not {esc(", ".join(record.get("lacks") or []))})' if record.get("lacks") else ""
-    return (f'<p>Kept in <code>{esc(detail.folder)}/final-desktop/</code>: {count(record.get("bytes"))} bytes, the '
-            f'guest held {seconds(record.get("save_sec"))} to save it; it holds '
-            f'{esc(", ".join(record.get("holds") or []))}{lacks}, as the evaluator found it.</p>'
-            f'<p>Open it: <code>python -m hcu.osworld.open_desktop {esc(run_dir)} {esc(detail.row.task_id)}'
-            f'{repeat}</code><br>Score it again: <code>python -m hcu.osworld.regrade {esc(run_dir)} --tasks '
-            f'{esc(detail.row.task_id)}</code></p>')
+    lacks = f" (not {esc(', '.join(record.lacks))})" if record.lacks else ""
+    return (f"<p>Kept in <code>{esc(detail.folder)}/final-desktop/</code>: {count(record.bytes)} bytes, the guest "
+            f"held {seconds(record.save_sec)} to save it; it holds {esc(', '.join(record.holds))}{lacks}, as the "
+            f"evaluator found it.</p><p>Open it: <code>python -m hcu.osworld.open_desktop {esc(run_dir)} "
+            f"{esc(detail.row.task_id)}{repeat}</code><br>Score it again: <code>python -m hcu.osworld.regrade "
+            f"{esc(run_dir)} --tasks {esc(detail.row.task_id)}</code></p>")
 
 
 SHOWN_META = frozenset({"setup_steps", "final_desktop"})
 """meta.json parts with sections of their own (the evaluation's outcome is result.json's: see `evaluation`)."""
 
 
-def run_time(meta: dict[str, Any] | None) -> str:
-    """meta.json as read, whatever its version: its plain values as a grid, each nested record foldable."""
-    if meta is None:
-        return absent("no meta.json (or not a JSON object)")
-    plain = [(key, f"<code>{esc(value)}</code>") for key, value in meta.items()
+def run_time(meta: RecordFile[AttemptMeta]) -> str:
+    """meta.json as its file holds it, whatever its version: its plain values as a grid, each nested record
+    foldable."""
+    shown = meta.shown()
+    if shown is None:
+        return absent(meta.problem or "no meta.json")
+    plain = [(key, f"<code>{esc(value)}</code>") for key, value in shown.items()
              if not isinstance(value, (dict, list)) and key not in SHOWN_META]
-    nested = "".join(details(esc(key), json_block(value)) for key, value in meta.items()
+    nested = "".join(details(esc(key), json_block(value)) for key, value in shown.items()
                      if isinstance(value, (dict, list)) and key not in SHOWN_META)
     return kv(plain, "facts") + nested
 
@@ -170,9 +172,9 @@ def retried(detail: AttemptDetail, links: Links, side: Side) -> str:
         return ""
     rows = "".join(
         f'<tr><td class="id"><a href="{esc(links.attempt(side, "retries", row.key))}">{esc(row.key)}</a></td>'
-        f'<td>{badge((note or {}).get("failure_classification") or row.failure_class or "?", "class")}</td>'
+        f'<td>{badge((note.failure_classification if note else None) or row.failure_class or "?", "class")}</td>'
         f'<td class="n">{seconds(row.duration_sec)}</td><td class="n">{count(row.model_calls)}</td>'
-        f'<td>{when((note or {}).get("moved_at"))}</td><td class="note">{esc((note or {}).get("reason", ""))}</td></tr>'
+        f'<td>{when(note.moved_at if note else None)}</td><td class="note">{esc(note.reason if note else "")}</td></tr>'
         for row, note in detail.retried)
     return section(f"Retried attempts ({len(detail.retried)})",
                    f'<table class="grid"><thead><tr><th>attempt</th><th>class</th><th>duration</th><th>calls</th>'
@@ -180,9 +182,10 @@ def retried(detail: AttemptDetail, links: Links, side: Side) -> str:
 
 
 def records(detail: AttemptDetail) -> str:
-    named = [(RESULT_FILE, detail.result), (LEASE_FILE, detail.lease),
-             ("retry.json", detail.retry_note)]
-    return "".join(details(esc(name), json_block(value)) for name, value in named if value is not None)
+    named = [(RESULT_FILE, detail.result), (LEASE_FILE, detail.lease.shown()), (RETRY_FILE, detail.retry_note.shown())]
+    problems = [file.problem for file in (detail.lease, detail.retry_note) if file.problem]
+    return "".join(details(esc(name), json_block(value)) for name, value in named if value is not None) + "".join(
+        absent(problem) for problem in problems)
 
 
 def files(detail: AttemptDetail, links: Links, side: Side) -> str:
@@ -231,7 +234,7 @@ def render_task(run: RunData, detail: AttemptDetail, links: Links, *, side: Side
             + (section("Final desktop", final_desktop(detail, str(run.run_dir))) if detail.area == "tasks" else "")
             + section("Steps", render_steps(detail, links, side), anchor="steps", note=steps_note)
             + section("Recording", recording)
-            + section("Setup steps", setup_steps(detail.meta))
+            + section("Setup steps", setup_steps(detail.meta.record))
             + section("Guest, agent and probes (meta.json)", run_time(detail.meta))
             + section("Logs", logs(detail, links, side))
             + retried(detail, links, side)

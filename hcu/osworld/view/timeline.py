@@ -30,10 +30,12 @@ import orjson
 
 from hcu.osworld.agents import agent_cli
 from hcu.osworld.queue.events import QUEUE_LOG
-from hcu.osworld.quota.limits import QuotaLimit, capacity, upstreams_in_args
+from hcu.osworld.quota.limits import capacity, upstreams_in_args
 from hcu.osworld.quota.profile import quota_tokens
 from hcu.osworld.records.cost import token_rows
+from hcu.osworld.records.manifest import Manifest
 from hcu.osworld.records.result import Usage
+from hcu.osworld.run_config import RunConfig
 from hcu.osworld.summary.waste import ValidResults
 from hcu.record_io import GrowingFile
 
@@ -242,43 +244,32 @@ class QuotaLine:
     """Where the line comes from; without a line, why there is none."""
 
 
-def run_provider(config: dict[str, Any]) -> str | None:
-    """The provider of the run's agent (None: an agent this hcu does not know)."""
-    try:
-        return agent_cli(str(config.get("agent"))).provider.name
-    except Exception:  # an unknown agent name: a run of another hcu
-        return None
+def run_provider(config: RunConfig | None) -> str | None:
+    """The provider of the run's agent (None: no config.json that reads)."""
+    return agent_cli(config.agent).provider.name if config is not None else None
 
 
-def _healthz_bodies(manifest: dict[str, Any] | None) -> list[dict[str, Any]]:
+def _healthz_bodies(manifest: Manifest | None) -> list[dict[str, Any]]:
     """The gateway's /healthz answers manifest.json recorded at the queue's starts, newest first."""
-    starts = (manifest or {}).get("starts") or []
-    bodies = [((start.get("gateway_health") or {}).get("body")) for start in reversed(starts)
-              if isinstance(start, dict)]
+    bodies = [start.gateway_health.body for start in reversed(manifest.starts)] if manifest else []
     return [body for body in bodies if isinstance(body, dict)]
 
 
-def _upstreams(config: dict[str, Any], bodies: list[dict[str, Any]]) -> list[str] | None:
-    node_gateway = (config.get("ray") or {}).get("node_gateway") or {}
-    if isinstance(args := node_gateway.get("upstream_args"), list):
-        return upstreams_in_args([str(arg) for arg in args])
+def _upstreams(config: RunConfig, bodies: list[dict[str, Any]]) -> list[str] | None:
+    node_gateway = config.ray.node_gateway if config.ray else None
+    if node_gateway is not None:
+        return upstreams_in_args(node_gateway.upstream_args)
     listed = next((body["upstreams"] for body in bodies if isinstance(body.get("upstreams"), list)), None)
     return None if listed is None else [str(label) for label in listed]
 
 
-def quota_line(config: dict[str, Any], manifest: dict[str, Any] | None) -> QuotaLine:
+def quota_line(config: RunConfig | None, manifest: Manifest | None) -> QuotaLine:
     """The config's tokens-per-minute `quota` for the run's provider or upstreams (quota/limits.py `capacity`, as
     the forecast reads it); else the sum of the token limits the gateways' upstreams stated, as manifest.json
     recorded their /healthz at the queue's last start that had any; else no line, and why."""
     bodies, provider = _healthz_bodies(manifest), run_provider(config)
-    entries = config.get("quota") if isinstance(config.get("quota"), dict) else {}
-    quota = {}
-    for key, entry in entries.items():
-        try:
-            quota[str(key)] = QuotaLimit.model_validate(entry)
-        except ValueError:
-            continue  # the queue refused such a config; a hand-edited one draws without that entry
-    if quota and provider is not None:
+    quota = (config.quota if config else None) or {}
+    if quota and config is not None and provider is not None:
         found, _ = capacity(quota, provider, _upstreams(config, bodies), "tpm")
         if found is not None:
             return QuotaLine(found.per_minute, f"quota {found.per_minute:,} tpm",

@@ -3,7 +3,7 @@
 Its keys are the attempt settings every task shares (`hcu.osworld.settings`, the same fields as run_task's
 flags) plus the panel's own. `load_config(path)` validates, fills every default, resolves relative paths
 against the config file and returns a config in which every value is explicit; that resolved form is what a
-run directory stores (`config.json`) and compares on resume. `python -m hcu.osworld.queue.config --schema`
+run directory stores (`config.json`) and compares on resume. `python -m hcu.osworld.run_config --schema`
 prints the JSON Schema shipped as configs/schema/run-config.schema.json.
 """
 
@@ -20,15 +20,16 @@ from pydantic import BeforeValidator, Field, TypeAdapter, ValidationError, field
 
 from hcu import REPO_ROOT
 from hcu.defaults import GATEWAY
-from hcu.flags import Settings, describe_error
+from hcu.flags import Settings, describe_error, flag_name
+from hcu.gateway.descriptors import PROVIDERS
 from hcu.osworld.agents import agent_cli
-from hcu.osworld.canary.sweep_file import SweepUnreadable, read_sweep
 from hcu.osworld.errors import HcuOSWorldError
 from hcu.osworld.osworld_bridge.assets import holds_stand_ins
 from hcu.osworld.quota.limits import QuotaLimit, key_problem, unmatched_key, upstreams_in_args
 from hcu.osworld.quota.profile import PilotError, open_pilot
 from hcu.osworld.records.identity import ambiguous_task_id
-from hcu.osworld.settings import SAFE_NAME, SIZE, AttemptSettings, absolute
+from hcu.osworld.records.sweep_file import SweepUnreadable, read_sweep
+from hcu.osworld.settings import RUN_GATEWAY_FIELDS, SAFE_NAME, SIZE, AttemptSettings, absolute
 
 TUNABLE_KEYS = frozenset({"max_active_tasks", "auto_max_active_tasks", "launch_stagger_seconds",
                           "expected_durations_from", "max_cost_usd", "forecast_from", "quota", "baseline"})
@@ -37,12 +38,6 @@ TUNABLE_KEYS = frozenset({"max_active_tasks", "auto_max_active_tasks", "launch_s
 at once, `baseline` what the summary reports beside the score, never what an attempt does or how it is scored."""
 TUNABLE_RAY_KEYS = frozenset({"address"})
 """Keys of `ray` a resumed run may change (a restarted cluster has a new address; its nodes are the same)."""
-
-REPEAT_POLICY = "mean"
-"""How repeats make a task's score: the mean of its scored repeats, never the best of them."""
-REPEAT_POLICY_TEXT = (f"{REPEAT_POLICY}: each task runs `repeats` times, every repeat scored with its own identity "
-                      "and retries; a task's score is the mean of its repeats (never a best-of)")
-"""The policy as manifest.json states it."""
 
 DOCKER_BRIDGE_FALLBACK = "172.17.0.1"
 """Docker's usual bridge address, used when the engine cannot be asked (a dry run on a machine without one)."""
@@ -100,10 +95,10 @@ class TaskSpec(Settings):
 TaskEntry = Annotated[TaskSpec, BeforeValidator(_task_from_id, json_schema_input_type=str | TaskSpec)]
 
 
-HCU_GATEWAY_FLAGS = frozenset({"--host", "--port", "--ports", "--out", "--max-requests-per-task",
-                               "--scope-key-file", "--upstream-token"})
-"""Gateway flags hcu fills on each node; the upstream token is never a flag (it comes from upstream_token_env,
-through the gateway's environment)."""
+HCU_GATEWAY_FLAGS = frozenset({*map(flag_name, RUN_GATEWAY_FIELDS), *(p.port_flag for p in PROVIDERS.values()),
+                               "--upstream-token"})
+"""Gateway flags hcu fills on each node (`settings.gateway_options`, and the port); the upstream token is never a
+flag (it comes from upstream_token_env, through the gateway's environment)."""
 
 
 class NodeGateway(Settings):
@@ -376,7 +371,7 @@ def schema_text() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m hcu.osworld.queue.config",
+    parser = argparse.ArgumentParser(prog="python -m hcu.osworld.run_config",
                                      description="Validate a run config, or print its JSON Schema.")
     parser.add_argument("config", nargs="?", type=Path, help="a run config to validate and print resolved")
     parser.add_argument("--schema", action="store_true", help="print the JSON Schema of the run config")

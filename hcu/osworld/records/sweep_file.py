@@ -1,6 +1,6 @@
-"""sweep.json as a model: the rows the canary sweep writes (sweep_report.py builds them with it) and the file read
-back by what uses a sweep's findings elsewhere (a run's do-nothing baseline: the summary and the run config's
-`baseline` key). Light on purpose: reading a sweep loads neither the sweep's workers nor OSWorld."""
+"""sweep.json as a model: the rows the canary sweep writes (canary/sweep_report.py builds them with it) and the
+file read back by what uses a sweep's findings elsewhere (a run's do-nothing baseline: the summary and the run
+config's `baseline` key). Light on purpose: reading a sweep loads neither the sweep's workers nor OSWorld."""
 
 from __future__ import annotations
 
