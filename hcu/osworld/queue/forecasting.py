@@ -112,11 +112,11 @@ def live_forecast(config: RunConfig) -> LiveForecast:
 
 
 def finished_profile(config: RunConfig, view: TaskView, domain: str | None) -> AttemptProfile | None:
-    """What an attempt of this run used, from the result.json its runner wrote (None: no result, or it never
-    reached the agent phase)."""
+    """What an attempt of this run used, from the result.json its runner wrote (None: no result, it never reached
+    the agent phase, or it ended upstream_rate_limit)."""
     if view.result is None:
         return None
     scope = AttemptId(run_id=str(config.run_id), task_id=view.task_id, attempt=view.attempt,
                       repeat=view.repeat).gateway_scope
     return attempt_profile(view.result, scope, view.result.task_domain or domain, agent_cli(config.agent).provider.name,
-                           view.result.usage, view.result.cost_usd)
+                           view.result.usage, view.result.cost_usd, config.rate_limit_resume_delay)
