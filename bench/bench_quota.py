@@ -38,8 +38,8 @@ rounds of attempts at twice and four times what it serves at once, on the same q
 stop at twice gets no pilot at four times), against the campaign's measured wall time per valid result: before (the
 formula the forecast had: the attempts' whole durations, waits included, over the smaller of the count and the
 quota's safe concurrency) and after (the largest of the bounds: the attempts' length less their rate-limit waits at
-the count, the tokens and the model calls over the quota's rates; the bound taken is named). Figures are printed,
-never asserted. On a shared machine runs differ by a few percent: this
+the count admitted, under auto the safe concurrency; the tokens and the model calls over the quota's rates; the
+bound taken is named). Figures are printed, never asserted. On a shared machine runs differ by a few percent: this
 process's own time per call (printed; about a twentieth of a step) moves with the machine's load, and the
 admission's course with it.
 

@@ -165,14 +165,14 @@ def run_config(root: Path, run_id: str, gateway_url: str, tasks: list[str], sett
     return body
 
 
-def forecast_for(pilot: Path, world: World, at_once: int) -> Forecast:
-    """The forecast of a campaign of FORECAST_ATTEMPTS at `at_once` on the world's quota, learned from the pilot
-    run. The fleet is simulated: this host's memory does not bind."""
+def forecast_for(pilot: Path, world: World, at_once: int, auto: bool) -> Forecast:
+    """The forecast of a campaign of FORECAST_ATTEMPTS at `at_once` (under `auto`, its ceiling) on the world's
+    quota, learned from the pilot run. The fleet is simulated: this host's memory does not bind."""
     prices = {model: ModelPrice.model_validate(price) for model, price in PRICES.items()}
     quota = {label: QuotaLimit.model_validate(limit) for label, limit in world.quota_config().items()}
     campaign = Campaign(attempts=FORECAST_ATTEMPTS, max_active_tasks=at_once, provider="openai", model=MODEL,
                         quota=quota, upstreams=world.labels, upstreams_from="the benchmark's gateway",
-                        memory=MemoryFit(at_once, "a simulated fleet"), memory_binds=False, priced=True)
+                        memory=MemoryFit(at_once, "a simulated fleet"), memory_binds=False, priced=True, auto=auto)
     return make_forecast(read_pilots([pilot], "codex", MODEL, None, prices), campaign)
 
 
@@ -187,8 +187,8 @@ def run_campaign(root: Path, run_id: str, quota: QuotaSpec | None, plans: dict[s
     clock = SimClock(factor)
     at_once = ceiling if setting == AUTO else int(setting)
     with World(quota, clock, run_dir / "gateway-tokens.jsonl") as world:
-        forecast = None if pilot is None else forecast_for(pilot, world, at_once)
-        also = {name: forecast_for(path, world, at_once) for name, path in (throttled or {}).items()}
+        forecast = None if pilot is None else forecast_for(pilot, world, at_once, setting == AUTO)
+        also = {name: forecast_for(path, world, at_once, setting == AUTO) for name, path in (throttled or {}).items()}
         body = run_config(root, run_id, world.gateway_url, list(plans), setting, ceiling,
                           world.quota_config() or None, pilot)
         fleet = StandInFleet(world, plans, run_id)

@@ -157,11 +157,14 @@ def test_under_auto_the_admission_starts_at_the_safe_concurrency(tmp_path: Path)
     plan = orjson.loads(dry_run(tmp_path, config, "--json").stdout)
     assert plan["admission"] == {"start": 3, "signal": "forecast", "ceiling": 8,
                                  "reason": "the forecast's safe concurrency 3"}
-    # 7 at once (this host's memory, under the ceiling of 8): the attempts' length, 12 x 1,120 / 7 = 1,920 s, is
-    # shorter than the quota's tokens, 12 x 306,000 / 100,000 tpm = 2,203.2 s
+    # auto holds about the safe concurrency, 3.771 (under the ceiling of 8 and this host's memory, 7): the attempts'
+    # length at it, 12 x 1,120 / 3.771 = 3,564 s, is longer than the quota's tokens, 12 x 306,000 / 100,000 tpm
     forecast = plan["forecast"]
-    assert (forecast["concurrency"], forecast["concurrency_binding"]) == (7, "memory of this host")
-    assert forecast["wall_time_bound"] == "tpm" and forecast["wall_time_sec"]["expected"] == pytest.approx(2_203.2)
+    assert (forecast["concurrency"], forecast["concurrency_binding"]) == (
+        3.771, "auto, at the quota's safe concurrency (tpm of openai)")
+    assert forecast["wall_time_bound"] == "attempts"
+    assert forecast["wall_time_sec"]["expected"] == pytest.approx(12 * 1120 / 3.771)
+    assert forecast["wall_time_bounds"]["tpm"]["wall_time_sec"]["expected"] == pytest.approx(2_203.2)
     out = dry_run(tmp_path, config)
     assert out.returncode == 0, out.stderr
     assert ("max_active_tasks: auto, at most 8 at once; starts at 3 (the forecast's safe concurrency 3) and follows "

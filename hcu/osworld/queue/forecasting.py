@@ -23,7 +23,7 @@ from hcu.osworld.agents import agent_cli
 from hcu.osworld.attempt.gateway_health import gateway_health
 from hcu.osworld.errors import GatewayError
 from hcu.osworld.guest.kinds import kind_for
-from hcu.osworld.queue.config import RunConfig
+from hcu.osworld.queue.config import AUTO, RunConfig
 from hcu.osworld.queue.state import TaskView
 from hcu.osworld.quota.forecast import Campaign, Forecast, make_forecast
 from hcu.osworld.quota.gateway_reading import GatewayReport
@@ -84,7 +84,7 @@ def campaign(config: RunConfig, attempts: int, upstreams: Upstreams, done: int |
                     provider=agent_cli(config.agent).provider.name, model=str(config.model), quota=config.quota,
                     upstreams=upstreams.labels, upstreams_from=upstreams.source, memory=memory_fit(need),
                     memory_binds=config.executor == "local", priced=str(config.model) in (config.prices or {}),
-                    attempts_done=done)
+                    attempts_done=done, auto=config.max_active_tasks == AUTO)
     return base if config.quota else with_observed(base, upstreams.observed, upstreams.unobserved)
 
 

@@ -4,8 +4,10 @@ many of them the quota serves at once, and which limit binds.
 From a sample of attempt profiles (profile.py) and the campaign (how many attempts, the quota, this host's memory,
 `max_active_tasks`): one attempt's figures as median and 90th percentile, and each total over the attempts to run
 as a 90% prediction interval (stats.py). The wall time is the largest of its bounds (wall.py): the attempts' length
-without their rate-limit waits at the number admitted at once (the smaller of `max_active_tasks` and, with the local
-executor, what this host's memory admits), and the tokens and model calls over the quota's rates.
+without their rate-limit waits at the number admitted at once, and the tokens and model calls over the quota's
+rates. Admitted at once: the smallest of `max_active_tasks` (under `"auto"` its ceiling, and the quota's safe
+concurrency, exact, which the admission starts at and then holds about: bench_quota.py measures it a little above)
+and, with the local executor, what this host's memory admits.
 """
 
 from __future__ import annotations
@@ -55,6 +57,8 @@ class Campaign:
     """Where `quota` came from, in words (or, without one, why none was observed)."""
     quota_observed: bool = False
     """`quota` is what the upstreams stated of themselves (observed.py), not the config's."""
+    auto: bool = False
+    """`max_active_tasks` is the ceiling of an admission that follows the quota (`"auto"`), not yet started."""
 
 
 class DomainProfile(BaseModel):
@@ -154,7 +158,9 @@ def make_forecast(sample: Sample, campaign: Campaign) -> Forecast:
     observed = "observed " if campaign.quota_observed else ""
     limits = {metric: capacity(quota, campaign.provider, campaign.upstreams, metric)[0] for metric in ("tpm", "rpm")}
     memory = campaign.memory
-    at_once = [(float(campaign.max_active_tasks), "max_active_tasks")]
+    at_once = [(float(campaign.max_active_tasks), "auto's ceiling" if campaign.auto else "max_active_tasks")]
+    if campaign.auto and safe is not None:
+        at_once.append((safe.exact, f"auto, at the quota's safe concurrency ({observed}{safe.binding})"))
     if memory is None:
         unknown.append("memory_concurrency: this host's memory could not be read")
     elif campaign.memory_binds and memory.attempts >= 1:
