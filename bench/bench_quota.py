@@ -34,12 +34,12 @@ campaign measured. Targets for auto: >= 0.9x the bound, <= 1.15x the unthrottled
 `upstream_rate_limit`.
 
 A second table: the wall-time forecast of each campaign learned from a pilot the quota throttled (THROTTLED_ROUNDS
-rounds of attempts at twice and four times what it serves at once, on the same quota; a quota whose fixed settings
-stop at twice gets no pilot at four times), against the campaign's measured wall time per valid result: before (the
-formula the forecast had: the attempts' whole durations, waits included, over the smaller of the count and the
-quota's safe concurrency) and after (the largest of the bounds: the attempts' length less their rate-limit waits at
-the count admitted, under auto the safe concurrency; the tokens and the model calls over the quota's rates; the
-bound taken is named). Figures are printed, never asserted. On a shared machine runs differ by a few percent: this
+rounds of attempts at twice and four times what it serves at once, on the same quota, at 1:50; a quota whose fixed
+settings stop at twice gets no pilot at four times), against the campaign's measured wall time per valid result:
+before (the formula the forecast had: the attempts' whole durations, waits included, over the smaller of the count
+and the quota's safe concurrency) and after (the largest of the bounds: the attempts' length less their rate-limit
+waits at the count admitted, under auto the safe concurrency; the tokens and the model calls over the quota's rates;
+the bound taken is named). Figures are printed, never asserted. On a shared machine runs differ by a few percent: this
 process's own time per call (printed; about a twentieth of a step) moves with the machine's load, and the
 admission's course with it.
 
@@ -75,6 +75,10 @@ THROTTLED = (2, 4)
 """Pilots the quota throttles: as many attempts at once as these multiples of what it serves."""
 THROTTLED_ROUNDS = 2
 """A throttled pilot's attempts, in rounds of as many as it runs at once."""
+THROTTLED_FACTOR = 50.0
+"""A throttled pilot's time compression, at most: each call it makes is refused several times, and a refused round
+trip (some milliseconds of this process's time) stands for a third of a simulated second at 1:50, near an Azure
+429's, but for a whole second at 1:150, which no wait in the token log records."""
 BASELINE_ATTEMPTS, BASELINE_AT_ONCE = 24, 8
 QUOTAS = (QuotaSpec("A", ({"d1": 450_000},), "http"),
           QuotaSpec("B", ({"d1": 150_000, "d2": 150_000},) * 3, "event"),
@@ -175,10 +179,12 @@ def main() -> int:
             for multiple in (m for m in THROTTLED if m <= quota.largest_multiple):
                 at_once, name = multiple * served, f"{quota.name}-pilot-{multiple}x"
                 throttled_pilot = run_campaign(root, name, quota, plan_tasks(
-                    f"q{multiple}x", THROTTLED_ROUNDS * at_once, SEED + 1 + multiple), at_once, factor)
+                    f"q{multiple}x", THROTTLED_ROUNDS * at_once, SEED + 1 + multiple), at_once,
+                    args.factor or min(factor, THROTTLED_FACTOR))
                 throttled[f"{multiple}x"] = root / name
                 notes.append(f"quota {quota.name}: pilot {THROTTLED_ROUNDS * at_once} attempts at {at_once} "
-                             f"({multiple}x): {throttled_pilot.valid_ended} valid, waits "
+                             f"({multiple}x, time 1:{args.factor or min(factor, THROTTLED_FACTOR):g}): "
+                             f"{throttled_pilot.valid_ended} valid, waits "
                              f"{throttled_pilot.wait_share:.1%}, {throttled_pilot.rate_limited} ended "
                              "upstream_rate_limit")
             fixed = [(max(1, served // 2), "half"), (served, "at"), (2 * served, "twice"), (4 * served, "four times")]
