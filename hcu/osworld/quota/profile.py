@@ -40,10 +40,10 @@ from hcu.osworld.settings import LimitSettings
 TOKEN_LOG = "gateway-tokens.jsonl"
 AGENT_PHASE = "agent"
 SHOWN_LINES = 5
+"""Unreadable line numbers named in a note (the count is always given)."""
 RATE_LIMITED = "upstream_rate_limit"
 RESUME_DELAY_SEC: float = LimitSettings.model_fields["rate_limit_resume_delay"].default
 """A pilot's `rate_limit_resume_delay` when its config.json has none."""
-"""Unreadable line numbers named in a note (the count is always given)."""
 
 COUNTED_TOKENS = {
     "openai": "input (cached included) + output: OpenAI and Azure OpenAI count the whole prompt and the output",
