@@ -31,7 +31,15 @@ resume delays); attempts that ended `upstream_rate_limit`; attempts holding a gu
 the campaign forecast (hcu/osworld/quota, learned from a pilot of PILOT_ATTEMPTS attempts at PILOT_AT_ONCE on the
 same quota, for a campaign at the same setting) in wall time, tokens and cost per attempt, against what the
 campaign measured. Targets for auto: >= 0.9x the bound, <= 1.15x the unthrottled machine time, no
-`upstream_rate_limit`. Figures are printed, never asserted. On a shared machine runs differ by a few percent: this
+`upstream_rate_limit`.
+
+A second table: the wall-time forecast of each campaign learned from a pilot the quota throttled (THROTTLED_ROUNDS
+rounds of attempts at twice and four times what it serves at once, on the same quota, at 1:50; a quota whose fixed
+settings stop at twice gets no pilot at four times), against the campaign's measured wall time per valid result:
+before (the formula the forecast had: the attempts' whole durations, waits included, over the smaller of the count
+and the quota's safe concurrency) and after (the largest of the bounds: the attempts' length less their rate-limit
+waits at the count admitted, under auto the safe concurrency; the tokens and the model calls over the quota's rates;
+the bound taken is named). Figures are printed, never asserted. On a shared machine runs differ by a few percent: this
 process's own time per call (printed; about a twentieth of a step) moves with the machine's load, and the
 admission's course with it.
 
@@ -55,6 +63,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the scenario'
 from bench.quota_profile import plan_tasks  # noqa: E402
 from bench.quota_scenario import AUTO, Horizon, RunFigures, run_campaign  # noqa: E402
 from bench.quota_world import QuotaSpec  # noqa: E402
+from hcu.osworld.quota.forecast import Forecast  # noqa: E402
 from hcu.osworld.quota.stats import Range  # noqa: E402
 
 SEED = 20261202
@@ -62,6 +71,14 @@ TASKS = 1500
 """More attempts than any setting runs before the horizon: each campaign stands for a long one."""
 HORIZON = Horizon(start_sec=25 * 60, stop_sec=75 * 60)
 PILOT_ATTEMPTS, PILOT_AT_ONCE = 8, 2
+THROTTLED = (2, 4)
+"""Pilots the quota throttles: as many attempts at once as these multiples of what it serves."""
+THROTTLED_ROUNDS = 2
+"""A throttled pilot's attempts, in rounds of as many as it runs at once."""
+THROTTLED_FACTOR = 50.0
+"""A throttled pilot's time compression, at most: each call it makes is refused several times, and a refused round
+trip (some milliseconds of this process's time) stands for a third of a simulated second at 1:50, near an Azure
+429's, but for a whole second at 1:150, which no wait in the token log records."""
 BASELINE_ATTEMPTS, BASELINE_AT_ONCE = 24, 8
 QUOTAS = (QuotaSpec("A", ({"d1": 450_000},), "http"),
           QuotaSpec("B", ({"d1": 150_000, "d2": 150_000},) * 3, "event"),
@@ -92,6 +109,28 @@ def row(quota: QuotaSpec, label: str, run: RunFigures, charged: float, unthrottl
     return f"{quota.name:<2}{label:<16}" + "  ".join(figures)
 
 
+def before(forecast: Forecast) -> Range:
+    """The wall time by the formula the forecast had before it took the bounds: the attempts' whole durations
+    (their rate-limit waits included) over the smaller of the count and the quota's safe concurrency (exact)."""
+    at_once = min(forecast.concurrency or math.inf, forecast.safe_concurrency_exact or math.inf)
+    spread = forecast.attempt_sec
+    return Range(expected=None if spread is None else spread.mean * forecast.attempts / at_once)
+
+
+def throttled_row(quota: QuotaSpec, label: str, run: RunFigures, charged: float) -> str:
+    """The campaign's measured wall time per valid result, and per throttled pilot the forecast's error before
+    and after, and the bound it took."""
+    rate = run.valid_per_hour(charged)
+    measured = 3600 / rate if rate else 0.0
+    cells: list[str] = []
+    for multiple in THROTTLED:
+        forecast = run.throttled.get(f"{multiple}x")
+        cells += ["-"] * 3 if forecast is None else [
+            error(before(forecast), forecast.attempts, measured),
+            error(forecast.wall_time_sec, forecast.attempts, measured), forecast.wall_time_bound or "-"]
+    return f"{quota.name:<2}{label:<16}{measured:6.0f} s " + "".join(f"{cell:>10}" for cell in cells)
+
+
 def limit_path(run: RunFigures) -> str:
     limits = [limit for _, limit in run.limits]
     changes = [limits[0], *(b for a, b in zip(limits, limits[1:], strict=False) if a != b)]
@@ -111,7 +150,7 @@ def main() -> int:
     charged = statistics.fmean(plan.charged_tokens for plan in plans.values())
     print(f"measured from {HORIZON.start_sec / 60:.0f} to {HORIZON.stop_sec / 60:.0f} simulated minutes of each "
           f"campaign; {quota_lines(quotas, args.factor)}")
-    lines, notes = [], []
+    lines, notes, throttled_lines = [], [], []
     unthrottled_at: dict[float, float] = {}
     with tempfile.TemporaryDirectory(prefix="hcu-bench-quota-") as tmp:
         root = Path(tmp)
@@ -136,13 +175,27 @@ def main() -> int:
             notes.append(f"quota {quota.name}: bound {bound:.1f} valid/h, serves {served} at once; pilot "
                          f"{PILOT_ATTEMPTS} attempts at {PILOT_AT_ONCE}: {pilot.valid_ended} valid, waits "
                          f"{pilot.wait_share:.1%}")
+            throttled = {}
+            for multiple in (m for m in THROTTLED if m <= quota.largest_multiple):
+                at_once, name = multiple * served, f"{quota.name}-pilot-{multiple}x"
+                throttled_pilot = run_campaign(root, name, quota, plan_tasks(
+                    f"q{multiple}x", THROTTLED_ROUNDS * at_once, SEED + 1 + multiple), at_once,
+                    args.factor or min(factor, THROTTLED_FACTOR))
+                throttled[f"{multiple}x"] = root / name
+                notes.append(f"quota {quota.name}: pilot {THROTTLED_ROUNDS * at_once} attempts at {at_once} "
+                             f"({multiple}x, time 1:{args.factor or min(factor, THROTTLED_FACTOR):g}): "
+                             f"{throttled_pilot.valid_ended} valid, waits "
+                             f"{throttled_pilot.wait_share:.1%}, {throttled_pilot.rate_limited} ended "
+                             "upstream_rate_limit")
             fixed = [(max(1, served // 2), "half"), (served, "at"), (2 * served, "twice"), (4 * served, "four times")]
             fixed = [(count, label) for count, label in fixed if count <= quota.largest_multiple * served]
             for setting, label in [*fixed, (AUTO, "auto")]:
                 run = run_campaign(root, f"{quota.name}-{setting}", quota, plans, setting, factor,
-                                   ceiling=4 * served, pilot=root / f"{quota.name}-pilot", horizon=HORIZON)
+                                   ceiling=4 * served, pilot=root / f"{quota.name}-pilot", horizon=HORIZON,
+                                   throttled=throttled)
                 name = f"{setting} ({label})" if setting != AUTO else f"auto (<= {4 * served})"
                 lines.append(row(quota, name, run, charged, unthrottled))
+                throttled_lines.append(throttled_row(quota, name, run, charged))
                 if setting == AUTO and run.forecast is not None:
                     notes.append(f"quota {quota.name} auto: limits {limit_path(run)}, {run.mean_limit:.1f} on "
                                  f"average; forecast safe concurrency {run.forecast.safe_concurrency_exact}")
@@ -154,6 +207,12 @@ def main() -> int:
           "result, x an unthrottled attempt's;\n waits: share of guest-held time waiting on rate limits; rl: "
           "attempts ended upstream_rate_limit; held: attempts holding a guest, on average;\n wall, tokens, cost: "
           "the forecast's error per attempt, (forecast - measured) / measured, * outside its 90% interval)")
+    columns = "".join(f"{f'{multiple}x before':>10}{'after':>10}{'bound':>10}" for multiple in THROTTLED)
+    print(f"\n{'':<18}{'measured':>8} {columns}")
+    print("\n".join(throttled_lines))
+    print("(measured: simulated seconds of the campaign per valid result; per pilot throttled at 2x and 4x what the "
+          "quota serves,\n the wall-time forecast's error per attempt before and after, * outside its 90% interval, "
+          "and the bound the expected value took)")
     print("\n".join(notes))
     print(f"benchmark: {time.time() - began:.0f} s wall, {time.process_time() - cpu:.0f} s CPU; load average "
           f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")

@@ -74,6 +74,8 @@ class RunFigures:
     forecast: Forecast | None = None
     limits: list[tuple[float, int]] = field(default_factory=list)
     """Every limit the queue stated, with when."""
+    throttled: dict[str, Forecast] = field(default_factory=dict)
+    """The same campaign's forecast learned from pilots the quota throttled, by pilot."""
 
     @property
     def valid_charged(self) -> int:
@@ -163,28 +165,30 @@ def run_config(root: Path, run_id: str, gateway_url: str, tasks: list[str], sett
     return body
 
 
-def forecast_for(pilot: Path, world: World, at_once: int) -> Forecast:
-    """The forecast of a campaign of FORECAST_ATTEMPTS at `at_once` on the world's quota, learned from the pilot
-    run. The fleet is simulated: this host's memory does not bind."""
+def forecast_for(pilot: Path, world: World, at_once: int, auto: bool) -> Forecast:
+    """The forecast of a campaign of FORECAST_ATTEMPTS at `at_once` (under `auto`, its ceiling) on the world's
+    quota, learned from the pilot run. The fleet is simulated: this host's memory does not bind."""
     prices = {model: ModelPrice.model_validate(price) for model, price in PRICES.items()}
     quota = {label: QuotaLimit.model_validate(limit) for label, limit in world.quota_config().items()}
     campaign = Campaign(attempts=FORECAST_ATTEMPTS, max_active_tasks=at_once, provider="openai", model=MODEL,
                         quota=quota, upstreams=world.labels, upstreams_from="the benchmark's gateway",
-                        memory=MemoryFit(at_once, "a simulated fleet"), memory_binds=False, priced=True)
+                        memory=MemoryFit(at_once, "a simulated fleet"), memory_binds=False, priced=True, auto=auto)
     return make_forecast(read_pilots([pilot], "codex", MODEL, None, prices), campaign)
 
 
 def run_campaign(root: Path, run_id: str, quota: QuotaSpec | None, plans: dict[str, AttemptPlan],
                  setting: int | str, factor: float, *, ceiling: int = 1, pilot: Path | None = None,
-                 horizon: Horizon | None = None) -> RunFigures:
+                 horizon: Horizon | None = None, throttled: dict[str, Path] | None = None) -> RunFigures:
     """Run the campaign of `plans` (one repeat per task, retried as the queue retries) at `setting` (a fixed
-    max_active_tasks, or "auto" up to `ceiling`) on `quota` (None: no limit), learning from `pilot`; to its end,
-    or measured over `horizon`."""
+    max_active_tasks, or "auto" up to `ceiling`) on `quota` (None: no limit), learning from `pilot` (and
+    forecast from the `throttled` pilots too); to its end, or measured over `horizon`."""
     run_dir = root / run_id
     run_dir.mkdir(parents=True)
     clock = SimClock(factor)
+    at_once = ceiling if setting == AUTO else int(setting)
     with World(quota, clock, run_dir / "gateway-tokens.jsonl") as world:
-        forecast = None if pilot is None else forecast_for(pilot, world, ceiling if setting == AUTO else int(setting))
+        forecast = None if pilot is None else forecast_for(pilot, world, at_once, setting == AUTO)
+        also = {name: forecast_for(path, world, at_once, setting == AUTO) for name, path in (throttled or {}).items()}
         body = run_config(root, run_id, world.gateway_url, list(plans), setting, ceiling,
                           world.quota_config() or None, pilot)
         fleet = StandInFleet(world, plans, run_id)
@@ -210,4 +214,4 @@ def run_campaign(root: Path, run_id: str, quota: QuotaSpec | None, plans: dict[s
         end = max(a.ended_at for a in fleet.records)
     events = [orjson.loads(line) for line in (run_dir / "logs" / "queue.jsonl").read_bytes().splitlines()]
     limits = [(float(e["at"]), int(e["limit"])) for e in events if e.get("event") == "limit"]
-    return RunFigures(str(setting), fleet.records, start, end, waited, forecast, limits)
+    return RunFigures(str(setting), fleet.records, start, end, waited, forecast, limits, also)

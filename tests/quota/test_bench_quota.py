@@ -10,7 +10,7 @@ from pathlib import Path
 
 import orjson
 
-from bench.bench_quota import row
+from bench.bench_quota import before, row, throttled_row
 from bench.quota_profile import plan_tasks
 from bench.quota_scenario import AUTO, run_campaign
 from bench.quota_world import QuotaSpec
@@ -23,7 +23,8 @@ def test_the_scenario_runs_end_to_end_and_gives_its_figures(tmp_path: Path) -> N
     pilot = run_campaign(tmp_path, "pilot", QUOTA, plan_tasks("p", 3, 1), 2, FACTOR)
     assert [a.outcome for a in pilot.attempts] == ["valid"] * 3, [a.outcome for a in pilot.attempts]
     plans = plan_tasks("t", 4, 2)
-    run = run_campaign(tmp_path, "campaign", QUOTA, plans, AUTO, FACTOR, ceiling=3, pilot=tmp_path / "pilot")
+    run = run_campaign(tmp_path, "campaign", QUOTA, plans, AUTO, FACTOR, ceiling=3, pilot=tmp_path / "pilot",
+                       throttled={"2x": tmp_path / "pilot"})
 
     assert sorted(a.key for a in run.attempts) == sorted(plans) and run.valid_ended == 4 and run.rate_limited == 0
     assert all(len(a.calls) == len(plans[a.key].calls) for a in run.attempts), "every planned call was answered"
@@ -39,6 +40,13 @@ def test_the_scenario_runs_end_to_end_and_gives_its_figures(tmp_path: Path) -> N
     assert forecast.binding is not None and forecast.binding.startswith("tpm of 127.0.0.1:")
     line = row(QUOTA, "auto", run, charged, 600.0)
     assert line.startswith("T auto") and line.count("%") == 4, line
+    assert run.throttled["2x"].wall_time_sec == forecast.wall_time_sec, "the same pilot, the same forecast"
+    assert forecast.attempt_sec is not None and forecast.concurrency == 3, "auto's ceiling, a simulated fleet"
+    assert before(forecast).expected == forecast.attempt_sec.mean * forecast.attempts / min(
+        3, forecast.safe_concurrency_exact or 3)
+    line = throttled_row(QUOTA, "auto", run, charged)
+    assert line.startswith("T auto") and line.count("%") == 2, line
+    assert line.split()[-4:] == [forecast.wall_time_bound, "-", "-", "-"], "no pilot at 4x: its cells are empty"
 
     results = [orjson.loads(path.read_bytes()) for path in (tmp_path / "campaign" / "tasks").glob("*/result.json")]
     assert len(results) == 4 and all(r["usage"]["model_calls"] == len(plans[r["task_id"]].calls) for r in results)

@@ -54,7 +54,8 @@ def test_the_json_forecast(tmp_path: Path) -> None:
     assert out.stdout.count("\n") == 1, "exactly one JSON object"
     forecast = orjson.loads(out.stdout)["forecast"]
     assert {"attempts", "tokens_per_attempt", "calls_per_attempt", "tokens_per_minute_per_attempt",
-            "safe_concurrency", "binding", "memory_concurrency", "wall_time_sec", "cost_usd"} <= forecast.keys()
+            "safe_concurrency", "safe_concurrency_exact", "safe_concurrency_wait_share", "binding",
+            "memory_concurrency", "wall_time_sec", "wall_time_bound", "wall_time_bounds", "cost_usd"} <= forecast.keys()
     assert (forecast["attempts"], forecast["attempts_done"], forecast["sample_attempts"]) == (11, 1, 5)
     assert {key: forecast["tokens_per_attempt"][key] for key in ("median", "p90")} == {"median": 306_000,
                                                                                       "p90": 469_200}
@@ -63,7 +64,12 @@ def test_the_json_forecast(tmp_path: Path) -> None:
     assert (forecast["safe_concurrency"], forecast["binding"]) == (3, "tpm of openai")
     assert forecast["memory_concurrency"] == 7  # (8 GiB available - 0.5 GiB kept free) / 1 GiB per test desktop
     assert set(forecast["wall_time_sec"]) == set(forecast["cost_usd"]) == {"low", "expected", "high"}
-    assert forecast["wall_time_sec"]["expected"] == pytest.approx(11 * 1180 / 2)  # 2 at once: max_active_tasks
+    # 2 at once (max_active_tasks); the pilot's durations less p3's 300 s of waits: mean 1,120 s
+    assert forecast["wall_time_sec"]["expected"] == pytest.approx(11 * 1120 / 2)
+    assert forecast["wall_time_bound"] == "attempts" and set(forecast["wall_time_bounds"]) == {"attempts", "tpm", "rpm"}
+    tokens_over_tpm = {key: value * 60 / 100_000 for key, value in forecast["tokens_total"].items()}
+    assert forecast["wall_time_bounds"]["tpm"] == {"of": "tokens over the quota's rate (tpm of openai)",
+                                                   "wall_time_sec": pytest.approx(tokens_over_tpm)}
     assert forecast["cost_usd"]["expected"] == pytest.approx(11 * 30 * ROW_COST)
     assert forecast["upstreams_from"].startswith("the gateway at http://127.0.0.1:9 did not answer")
     assert not (tmp_path / "runs" / "campaign" / "config.json").exists(), "a dry run writes nothing"
@@ -74,7 +80,14 @@ def test_the_printout_and_what_it_cannot_know(tmp_path: Path) -> None:
     out = dry_run(tmp_path, campaign_config(tmp_path))
     assert out.returncode == 0, out.stderr
     assert "  attempts to run: 12 (0 final in the run directory already)" in out.stdout
-    assert "  safe concurrency: 3 attempts at once (3.771; binding: tpm of openai)" in out.stdout
+    assert ("  safe concurrency: 3 attempts at once (3.771; binding: tpm of openai; at 3 an attempt waits 0% of its "
+            "agent phase)") in out.stdout
+    assert "  wall time: 1h52m (" in out.stdout  # 12 x 1,120 s / 2
+    assert "), bound by the attempts' length at 2 at once (max_active_tasks)\n" in out.stdout
+    assert "    bounds: the attempts' length at 2 at once (max_active_tasks) 1h52m (" in out.stdout
+    assert "; tokens over the quota's rate (tpm of openai) 36m43s (" in out.stdout  # 12 x 306,000 / 100,000 min
+    assert ("  note: the attempts learned from waited 300 s on rate limits in all (5% of their time): the wall time "
+            "takes their length without these waits, and the quota apart") in out.stdout
     assert "  tokens total: 3.67M (" in out.stdout and "  cost: 2.79 USD (" in out.stdout
     blind = dry_run(tmp_path, campaign_config(tmp_path, forecast_from=None, quota=None, prices=None), "--json")
     forecast = orjson.loads(blind.stdout)["forecast"]
@@ -144,7 +157,14 @@ def test_under_auto_the_admission_starts_at_the_safe_concurrency(tmp_path: Path)
     plan = orjson.loads(dry_run(tmp_path, config, "--json").stdout)
     assert plan["admission"] == {"start": 3, "signal": "forecast", "ceiling": 8,
                                  "reason": "the forecast's safe concurrency 3"}
-    assert plan["forecast"]["concurrency_binding"] == "quota (tpm of openai)", "the ceiling does not bind: 8 > 3.77"
+    # auto holds about the safe concurrency, 3.771 (under the ceiling of 8 and this host's memory, 7): the attempts'
+    # length at it, 12 x 1,120 / 3.771 = 3,564 s, is longer than the quota's tokens, 12 x 306,000 / 100,000 tpm
+    forecast = plan["forecast"]
+    assert (forecast["concurrency"], forecast["concurrency_binding"]) == (
+        3.771, "auto, at the quota's safe concurrency (tpm of openai)")
+    assert forecast["wall_time_bound"] == "attempts"
+    assert forecast["wall_time_sec"]["expected"] == pytest.approx(12 * 1120 / 3.771)
+    assert forecast["wall_time_bounds"]["tpm"]["wall_time_sec"]["expected"] == pytest.approx(2_203.2)
     out = dry_run(tmp_path, config)
     assert out.returncode == 0, out.stderr
     assert ("max_active_tasks: auto, at most 8 at once; starts at 3 (the forecast's safe concurrency 3) and follows "

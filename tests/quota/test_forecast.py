@@ -11,6 +11,7 @@ import pytest
 from hcu.osworld.quota.forecast import Campaign, MemoryFit, make_forecast
 from hcu.osworld.quota.limits import QuotaLimit
 from hcu.osworld.quota.profile import PilotError, open_pilot, read_pilots
+from hcu.osworld.quota.report import plan_lines
 from hcu.osworld.records.cost import ModelPrice
 from tests.quota.pilot import DURATION_SEC, MODEL, PRICES, ROW_COST, build_pilot, row
 
@@ -62,9 +63,55 @@ def test_safe_concurrency_and_which_limit_binds(tmp_path: Path) -> None:
     assert (summed.safe_concurrency, summed.binding) == (5, "tpm of r1.example@d1 + r1.example@d2 + r2.example")
     capped = make_forecast(sample, campaign(quota={**quota, "openai": QuotaLimit(tpm=120_000)}, upstreams=upstreams))
     assert (capped.safe_concurrency, capped.binding) == (4, "tpm of openai")  # 120,000 / 26,520 = 4.52
-    alone = make_forecast(sample, campaign(quota={"openai": QuotaLimit(tpm=20_000)}))
-    assert (alone.safe_concurrency, alone.concurrency) == (0, pytest.approx(20_000 / 26_520, abs=1e-3))
-    assert alone.concurrency_binding == "quota (tpm of openai)", "one attempt outruns the quota: it stretches"
+    assert (tpm_binds.safe_concurrency_wait_share, rpm_binds.safe_concurrency_wait_share) == (0, 0), "3 fit"
+
+
+def test_a_quota_that_serves_less_than_one_attempt_still_serves_one(tmp_path: Path) -> None:
+    # 23,868 tpm over the p90 rate of 26,520: 0.9 of an attempt; one attempt runs, slowed, waiting 1 - 0.9/1
+    f = make_forecast(pilot_sample(tmp_path), campaign(quota={"openai": QuotaLimit(tpm=23_868)}))
+    assert (f.safe_concurrency, f.safe_concurrency_exact, f.binding) == (1, 0.9, "tpm of openai")
+    assert f.safe_concurrency_wait_share == pytest.approx(0.1)
+    assert ("  safe concurrency: 1 attempts at once (0.9; binding: tpm of openai; at 1 an attempt waits 10% of its "
+            "agent phase)") in plan_lines(f)
+    # 2 at once: the attempts' length, 12 x 1,120 / 2 = 6,720 s, is shorter than the quota's 12 x 306,000 / 23,868
+    # minutes (9,230.7 s): the quota binds, once
+    assert f.wall_time_bound == "tpm" and f.wall_time_sec.expected == pytest.approx(12 * 306_000 / 23_868 * 60)
+    assert f.wall_time_bounds["attempts"].wall_time_sec.expected == pytest.approx(6_720)
+
+
+def test_a_throttled_pilot_counts_its_waits_once(tmp_path: Path) -> None:
+    sample = pilot_sample(tmp_path, throttled=True)
+    assert sorted(a.attempt_id for a in sample.attempts) == ["pilot.p1.a2", "pilot.p2.a2", "pilot.p3.a1",
+                                                             "pilot.p4.a1", "pilot.p5.a1"], "p2-1 was cut short"
+    assert sample.sources[0].endswith(": 5 attempts that reached the agent phase, 5 with tokens; 1 that ended "
+                                      "upstream_rate_limit left out (cut short by the quota)")
+    # waits: the gateway's 100, 300, 300, 300, 400 s and p5's resume after 100 s: 100, 300, 300, 300, 500 s
+    assert [a.waited_sec for a in sample.attempts] == [100, 300, 300, 300, 500]
+    # durations 700, 1300, 1000, 1300, 1600 less the waits: 600, 1000, 700, 1000, 1100 (mean 880, variance
+    # (280^2 + 120^2 + 180^2 + 120^2 + 220^2) / 4 = 47,000)
+    assert [a.unthrottled_sec for a in sample.attempts] == [600, 1000, 700, 1000, 1100]
+    # rates over the agent phases 600, 1200, 900, 1200, 1500 less the waits: 102k/500 s, 204k/900 s, 306k/600 s,
+    # 408k/900 s, 510k/1,000 s = 12,240, 13,600, 30,600, 27,200, 30,600 tokens a minute: p90 30,600
+    quota = {"openai": QuotaLimit(tpm=61_200)}  # 2 attempts at the p90 rate
+    f = make_forecast(sample, campaign(max_active_tasks=4, quota=quota))
+    assert f.tokens_per_minute_per_attempt.p90 == pytest.approx(30_600)
+    assert (f.safe_concurrency, f.safe_concurrency_exact, f.safe_concurrency_wait_share) == (2, 2.0, 0)
+    # at 4 at once the attempts' length bounds 12 x 880 / 4 = 2,640 s; the quota's tokens 12 x 306,000 / 61,200 =
+    # 60 minutes: the quota binds. Whole durations over the safe concurrency would say 12 x 1,180 / 2 = 7,080 s.
+    n, count = 5, 12
+    growth = math.sqrt(count + count**2 / n)
+    length_half = T_95_4 * math.sqrt(47_000) * growth / 4
+    tokens_half = T_95_4 * 102_000 * math.sqrt(2.5) * growth * 60 / 61_200
+    assert f.wall_time_bounds["attempts"].wall_time_sec.expected == pytest.approx(2_640)
+    assert f.wall_time_bounds["attempts"].of == "the attempts' length at 4 at once (max_active_tasks)"
+    assert f.wall_time_bounds["tpm"].of == "tokens over the quota's rate (tpm of openai)"
+    assert (f.wall_time_bound, f.wall_time_sec.expected) == ("tpm", pytest.approx(3_600))
+    assert f.wall_time_sec.low == pytest.approx(max(2_640 - length_half, 3_600 - tokens_half), rel=1e-4)
+    assert f.wall_time_sec.high == pytest.approx(max(2_640 + length_half, 3_600 + tokens_half), rel=1e-4)
+    assert ("the attempts learned from waited 1500 s on rate limits in all (25% of their time): the wall time takes "
+            "their length without these waits, and the quota apart") in f.notes  # of 5,900 s
+    below = make_forecast(sample, campaign(max_active_tasks=2, quota=quota))  # 12 x 880 / 2 = 5,280 s
+    assert (below.wall_time_bound, below.wall_time_sec.expected) == ("attempts", pytest.approx(5_280))
 
 
 def test_the_totals_are_ranges(tmp_path: Path) -> None:
@@ -77,11 +124,17 @@ def test_the_totals_are_ranges(tmp_path: Path) -> None:
     assert f.tokens_total.high == pytest.approx(12 * 306_000 + T_95_4 * token_sd * growth, rel=1e-4)
     assert f.calls_total.expected == pytest.approx(12 * 30)
     assert f.calls_total.high == pytest.approx(360 + T_95_4 * math.sqrt(250) * growth, rel=1e-4)
-    # at once: max_active_tasks 2 (safe 3.77, memory 7); durations' mean 1,180 s, variance 117,000
+    # at once: max_active_tasks 2 (memory 7); durations less waits (p3's 300 s): 700, 1300, 700, 1300, 1600, mean
+    # 1,120 s, variance (420^2 + 180^2 + 420^2 + 180^2 + 480^2) / 4 = 162,000
     assert (f.concurrency, f.concurrency_binding, f.memory_concurrency) == (2, "max_active_tasks", 7)
-    assert sum(DURATION_SEC) / 5 == 1180
-    assert f.wall_time_sec.expected == pytest.approx(12 * 1180 / 2)
-    assert f.wall_time_sec.low == pytest.approx((12 * 1180 - T_95_4 * math.sqrt(117_000) * growth) / 2, rel=1e-4)
+    assert sum(DURATION_SEC) / 5 - 300 / 5 == 1120
+    assert f.wall_time_bound == "attempts"
+    assert f.wall_time_sec.expected == pytest.approx(12 * 1120 / 2)
+    assert f.wall_time_sec.low == pytest.approx((12 * 1120 - T_95_4 * math.sqrt(162_000) * growth) / 2, rel=1e-4)
+    # the quota's bounds, shorter: 12 x 306,000 tokens / 100,000 tpm = 36.72 min; 12 x 30 calls / 10 rpm = 36 min
+    assert f.wall_time_bounds["tpm"].wall_time_sec.expected == pytest.approx(36.72 * 60)
+    assert f.wall_time_bounds["rpm"].wall_time_sec.expected == pytest.approx(36 * 60)
+    assert f.wall_time_bounds["rpm"].of == "model calls over the quota's rate (rpm of openai)"
     assert f.cost_usd.expected == pytest.approx(12 * 30 * ROW_COST)  # mean 30 rows an attempt
     assert f.cost_usd.high == pytest.approx(12 * 30 * ROW_COST + T_95_4 * math.sqrt(250) * ROW_COST * growth,
                                             rel=1e-4)

@@ -92,7 +92,7 @@ def test_the_dry_run_takes_the_limits_the_upstream_stated(tmp_path: Path, limite
                                              f"newest seen {time.strftime('%Y-%m-%d', time.gmtime())}")
     printed = dry_run(tmp_path, config)
     assert printed.returncode == 0, printed.stderr
-    assert f"  safe concurrency: 2 attempts at once (2.262; binding: observed tpm of {label})" in printed.stdout
+    assert f"  safe concurrency: 2 attempts at once (2.262; binding: observed tpm of {label}; at 2" in printed.stdout
     assert f"  quota from: observed by {gateway}: " in printed.stdout
     with_quota = orjson.loads(dry_run(tmp_path, campaign_config(tmp_path, gateway=gateway), "--json").stdout)
     assert (with_quota["forecast"]["binding"], with_quota["forecast"]["quota_from"]) == ("tpm of openai", "the config")

@@ -48,8 +48,7 @@ def eta_text(s: QueueSnapshot) -> str:
     if s.forecast is None:
         return "unknown"
     f = s.forecast
-    at_once = "" if f.concurrency is None else f" at {amount(f.concurrency)} at once ({f.binding})"
-    return f"{ranged(f.eta, span)}{at_once}"
+    return f"{ranged(f.eta, span)}" + ("" if f.bound is None else f", bound by {f.bound}")
 
 
 def admission_text(s: QueueSnapshot) -> str:

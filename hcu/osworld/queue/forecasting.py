@@ -32,7 +32,7 @@ from hcu.osworld.quota.live import LiveForecast
 from hcu.osworld.quota.observed import NOT_STATED, ObservedQuota, observed_quota, with_observed
 from hcu.osworld.quota.profile import AttemptProfile, Sample, attempt_profile, read_pilots
 from hcu.osworld.records.identity import AttemptId
-from hcu.osworld.run_config import RunConfig
+from hcu.osworld.run_config import AUTO, RunConfig
 
 
 @dataclass(frozen=True)
@@ -84,7 +84,7 @@ def campaign(config: RunConfig, attempts: int, upstreams: Upstreams, done: int |
                     provider=agent_cli(config.agent).provider.name, model=str(config.model), quota=config.quota,
                     upstreams=upstreams.labels, upstreams_from=upstreams.source, memory=memory_fit(need),
                     memory_binds=config.executor == "local", priced=str(config.model) in (config.prices or {}),
-                    attempts_done=done)
+                    attempts_done=done, auto=config.max_active_tasks == AUTO)
     return base if config.quota else with_observed(base, upstreams.observed, upstreams.unobserved)
 
 
@@ -112,11 +112,11 @@ def live_forecast(config: RunConfig) -> LiveForecast:
 
 
 def finished_profile(config: RunConfig, view: TaskView, domain: str | None) -> AttemptProfile | None:
-    """What an attempt of this run used, from the result.json its runner wrote (None: no result, or it never
-    reached the agent phase)."""
+    """What an attempt of this run used, from the result.json its runner wrote (None: no result, it never reached
+    the agent phase, or it ended upstream_rate_limit)."""
     if view.result is None:
         return None
     scope = AttemptId(run_id=str(config.run_id), task_id=view.task_id, attempt=view.attempt,
                       repeat=view.repeat).gateway_scope
     return attempt_profile(view.result, scope, view.result.task_domain or domain, agent_cli(config.agent).provider.name,
-                           view.result.usage, view.result.cost_usd)
+                           view.result.usage, view.result.cost_usd, config.rate_limit_resume_delay)

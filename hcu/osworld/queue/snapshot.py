@@ -20,6 +20,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from hcu.osworld.errors import class_of, counted_score
 from hcu.osworld.quota.forecast import Forecast
+from hcu.osworld.quota.report import bound_of
 from hcu.osworld.quota.stats import Range
 from hcu.osworld.records.result import TaskResult
 from hcu.record_io import Record
@@ -92,13 +93,16 @@ class ForecastFigures(BaseModel):
     cost_to_go: Range
     concurrency: float | None
     binding: str | None
+    bound: str | None = None
+    """What the ETA is bound by: the attempts' length at `concurrency`, or the quota (None: unknown)."""
     lines: list[str]
     """QUEUE_STATUS.md's forecast lines."""
 
     @classmethod
     def of(cls, forecast: Forecast, lines: list[str]) -> ForecastFigures:
         return cls(eta=forecast.wall_time_sec, tokens_to_go=forecast.tokens_total, cost_to_go=forecast.cost_usd,
-                   concurrency=forecast.concurrency, binding=forecast.concurrency_binding, lines=lines)
+                   concurrency=forecast.concurrency, binding=forecast.concurrency_binding, bound=bound_of(forecast),
+                   lines=lines)
 
 
 class QueueSnapshot(Record):

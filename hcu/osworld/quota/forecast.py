@@ -3,9 +3,11 @@ many of them the quota serves at once, and which limit binds.
 
 From a sample of attempt profiles (profile.py) and the campaign (how many attempts, the quota, this host's memory,
 `max_active_tasks`): one attempt's figures as median and 90th percentile, and each total over the attempts to run
-as a 90% prediction interval (stats.py). The wall time is the attempts' summed duration over the number that runs
-at once: the smallest of `max_active_tasks`, the safe concurrency of the quota (a fraction when one attempt alone
-outruns it: the quota then stretches every attempt) and, with the local executor, what this host's memory admits.
+as a 90% prediction interval (stats.py). The wall time is the largest of its bounds (wall.py): the attempts' length
+without their rate-limit waits at the number admitted at once, and the tokens and model calls over the quota's
+rates. Admitted at once: the smallest of `max_active_tasks` (under `"auto"` its ceiling, and the quota's safe
+concurrency, exact, which the admission starts at and then holds about: bench_quota.py measures it a little above)
+and, with the local executor, what this host's memory admits.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pydantic import BaseModel
 from hcu.osworld.quota.limits import QuotaLimit, capacity, safe_concurrency
 from hcu.osworld.quota.profile import COUNTED_TOKENS, AttemptProfile, Sample
 from hcu.osworld.quota.stats import Range, Spread, spread, sum_range
+from hcu.osworld.quota.wall import WallBound, wall_bounds, wall_time
 
 DOMAIN_MIN_SAMPLE = 5
 """A domain gets its own profile from this many attempts on."""
@@ -54,6 +57,8 @@ class Campaign:
     """Where `quota` came from, in words (or, without one, why none was observed)."""
     quota_observed: bool = False
     """`quota` is what the upstreams stated of themselves (observed.py), not the config's."""
+    auto: bool = False
+    """`max_active_tasks` is the ceiling of an admission that follows the quota (`"auto"`), not yet started."""
 
 
 class DomainProfile(BaseModel):
@@ -98,16 +103,24 @@ class Forecast(BaseModel):
     upstreams: list[str] | None
     upstreams_from: str
     safe_concurrency: int | None
+    """Whole attempts the quota serves at once, at least 1 (`safe_concurrency_exact` may be less)."""
     safe_concurrency_exact: float | None
+    safe_concurrency_wait_share: float | None
+    """The share of its agent phase an attempt waits on rate limits with `safe_concurrency` running."""
     binding: str | None
     memory_concurrency: int | None
     memory: str
     concurrency: float | None
-    """How many attempts the wall time assumes at once."""
+    """How many attempts the wall time assumes at once (the quota may slow them: `wall_time_bound`)."""
     concurrency_binding: str | None
     tokens_total: Range
     calls_total: Range
     wall_time_sec: Range
+    wall_time_bound: str | None
+    """Which of `wall_time_bounds` the expected wall time took."""
+    wall_time_bounds: dict[str, WallBound]
+    """The campaign takes at least each: `attempts` (their length without rate-limit waits at `concurrency`),
+    `tpm` and `rpm` (tokens and model calls over the quota's rates)."""
     cost_usd: Range
     unknown: list[str]
     """What the forecast cannot know, and why."""
@@ -145,9 +158,9 @@ def make_forecast(sample: Sample, campaign: Campaign) -> Forecast:
     observed = "observed " if campaign.quota_observed else ""
     limits = {metric: capacity(quota, campaign.provider, campaign.upstreams, metric)[0] for metric in ("tpm", "rpm")}
     memory = campaign.memory
-    at_once = [(float(campaign.max_active_tasks), "max_active_tasks")]
-    if safe is not None:
-        at_once.append((safe.exact, f"quota ({observed}{safe.binding})"))
+    at_once = [(float(campaign.max_active_tasks), "auto's ceiling" if campaign.auto else "max_active_tasks")]
+    if campaign.auto and safe is not None:
+        at_once.append((safe.exact, f"auto, at the quota's safe concurrency ({observed}{safe.binding})"))
     if memory is None:
         unknown.append("memory_concurrency: this host's memory could not be read")
     elif campaign.memory_binds and memory.attempts >= 1:
@@ -155,7 +168,11 @@ def make_forecast(sample: Sample, campaign: Campaign) -> Forecast:
     elif campaign.memory_binds:
         unknown.append("wall time: this host's memory fits no guest now")
     concurrency, binding = min(at_once, key=lambda item: item[0])
-    wall = sum_range(_values(attempts, "duration_sec"), count).scaled(1 / concurrency) if concurrency > 0 else Range()
+    tokens_total, calls_total = sum_range(tokens, count), sum_range(calls, count)
+    bounds = wall_bounds(sum_range(_values(attempts, "unthrottled_sec"), count), (concurrency, binding),
+                         {"tpm": (tokens_total, limits["tpm"]), "rpm": (calls_total, limits["rpm"])}, observed)
+    wall, bound = wall_time(bounds)
+    notes += _waits_note(attempts)
     costs = _values(attempts, "cost_usd")
     if not campaign.priced:
         unknown.append(f"cost_usd: no price for {campaign.model} in the config's prices")
@@ -175,13 +192,24 @@ def make_forecast(sample: Sample, campaign: Campaign) -> Forecast:
         upstreams=campaign.upstreams, upstreams_from=campaign.upstreams_from,
         safe_concurrency=None if safe is None else safe.attempts,
         safe_concurrency_exact=None if safe is None else safe.exact,
+        safe_concurrency_wait_share=None if safe is None else safe.wait_share,
         binding=None if safe is None else observed + safe.binding,
         memory_concurrency=None if memory is None else memory.attempts,
         memory="unknown" if memory is None else memory.described
         + ("" if campaign.memory_binds else "; not used for the wall time: the ray nodes admit their own guests"),
         concurrency=round(concurrency, 3) if attempts else None, concurrency_binding=binding if attempts else None,
-        tokens_total=sum_range(tokens, count), calls_total=sum_range(calls, count), wall_time_sec=wall,
+        tokens_total=tokens_total, calls_total=calls_total, wall_time_sec=wall,
+        wall_time_bound=bound, wall_time_bounds=bounds,
         cost_usd=sum_range(costs, count) if campaign.priced else Range(), unknown=unknown, notes=notes)
+
+
+def _waits_note(attempts: list[AttemptProfile]) -> list[str]:
+    waited = sum(a.waited_sec for a in attempts if a.duration_sec is not None)
+    if not waited:
+        return []
+    took = sum(a.duration_sec or 0.0 for a in attempts)
+    return [f"the attempts learned from waited {waited:.0f} s on rate limits in all ({waited / took:.0%} of their "
+            "time): the wall time takes their length without these waits, and the quota apart"]
 
 
 def _no_quota(campaign: Campaign) -> str:

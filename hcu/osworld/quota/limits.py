@@ -13,6 +13,9 @@ be absent). What the quota serves, per limit kind:
 How many attempts that serves at once: the quota's tokens per minute over one running attempt's 90th-percentile
 token rate, and its requests per minute over its 90th-percentile call rate; the smaller binds. Sizing to the 90th
 percentile leaves room for the attempts that run hot; a quota sized to the median would see 429s half the time.
+The whole number is at least 1: a quota that serves less than one attempt (exact 0.9) still serves one, slowed;
+beside it the share of its agent phase an attempt then waits, as a fluid quota shares itself: n attempts that each
+ask r of a quota serving c < n*r get c/n each, so each waits 1 - c/(n*r) of its time (0.9 at 1: a tenth).
 """
 
 from __future__ import annotations
@@ -141,9 +144,12 @@ class SafeConcurrency:
     """How many attempts the quota serves at once, and which limit binds."""
 
     attempts: int
-    """Whole attempts (0: one attempt alone outruns the quota at its 90th-percentile rate)."""
+    """Whole attempts, at least 1 (with `exact` below 1, one attempt alone outruns the quota and is slowed)."""
     exact: float
     binding: str
+    wait_share: float
+    """The share of its agent phase an attempt waits on rate limits with `attempts` running at their
+    90th-percentile rate: 1 - exact / attempts, 0 when they fit."""
 
 
 def safe_concurrency(quota: dict[str, QuotaLimit], provider: str, upstreams: list[str] | None,
@@ -158,5 +164,6 @@ def safe_concurrency(quota: dict[str, QuotaLimit], provider: str, upstreams: lis
         notes += said
         if cap is not None and rate:
             exact = cap.per_minute / rate
-            found.append(SafeConcurrency(math.floor(exact), round(exact, 3), cap.of))
+            whole = max(1, math.floor(exact))
+            found.append(SafeConcurrency(whole, round(exact, 3), cap.of, round(max(0.0, 1 - exact / whole), 3)))
     return min(found, key=lambda safe: safe.exact, default=None), notes

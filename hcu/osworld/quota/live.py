@@ -49,11 +49,12 @@ class LiveForecast:
             self.campaign, self._forecast = campaign, None
 
     def forecast(self, to_go: int, max_active_tasks: int) -> Forecast:
-        """The forecast for `to_go` attempts at `max_active_tasks`, from forecast_from and the run's own."""
+        """The forecast for `to_go` attempts at `max_active_tasks` (under "auto", the limit it holds now), from
+        forecast_from and the run's own."""
         key = (len(self.own), to_go, max_active_tasks)
         if self._forecast is None or key != self._key:
             sample = Sample([*self.pilots.attempts, *self.own.values()], self.pilots.sources, self.pilots.notes)
-            campaign = replace(self.campaign, attempts=to_go, max_active_tasks=max_active_tasks)
+            campaign = replace(self.campaign, attempts=to_go, max_active_tasks=max_active_tasks, auto=False)
             self._key, self._forecast = key, make_forecast(sample, campaign)
         return self._forecast
 

@@ -2,9 +2,14 @@
 (`forecast_from`) and from the run's own finished attempts.
 
 Per attempt: model calls (counted generations), input tokens (the whole prompt), cached input, output, the agent
-phase's duration (result.json `phases`, name "agent") less the gateway's rate-limit waits (the time the attempt
-was demanding quota, not waiting for it), the whole attempt's duration, and its cost at this run's prices.
-Only attempts that reached the agent phase say anything about usage: an attempt that failed before it is left out.
+phase's duration (result.json `phases`, name "agent") less its rate-limit waits (the time the attempt was demanding
+quota, not waiting for it), the whole attempt's duration with and without those waits, and its cost at this run's
+prices. The waits are the gateway's (every request's, in the token log) and the session's resume delays after turns
+that ended on a rate limit (`rate_limit_resumes` x the run's `rate_limit_resume_delay`): a pilot throttled by its
+quota waited, and the campaign's own quota is forecast apart (forecast.py), so its waits must not count twice.
+Only attempts that reached the agent phase say anything about usage: an attempt that failed before it is left out,
+and so is one that ended `upstream_rate_limit` (cut short by the quota, it tells neither an attempt's length nor
+its usage; its retry does).
 
 An earlier run's attempts come from `tasks/*/result.json` and `retries/*/result.json`; their tokens from the run's
 token log (`gateway-tokens.jsonl`), row by row, so they are priced at this run's `prices`. A line that cannot be
@@ -16,7 +21,7 @@ same log, at the same prices.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import orjson
@@ -30,11 +35,15 @@ from hcu.osworld.records.identity import AttemptId, attempt_of_scope
 from hcu.osworld.records.layout import RESULT_FILE
 from hcu.osworld.records.result import TaskResult, Usage, result_if_readable
 from hcu.osworld.records.usage import add_row
+from hcu.osworld.settings import LimitSettings
 
 TOKEN_LOG = "gateway-tokens.jsonl"
 AGENT_PHASE = "agent"
 SHOWN_LINES = 5
 """Unreadable line numbers named in a note (the count is always given)."""
+RATE_LIMITED = "upstream_rate_limit"
+RESUME_DELAY_SEC: float = LimitSettings.model_fields["rate_limit_resume_delay"].default
+"""A pilot's `rate_limit_resume_delay` when its config.json has none."""
 
 COUNTED_TOKENS = {
     "openai": "input (cached included) + output: OpenAI and Azure OpenAI count the whole prompt and the output",
@@ -65,12 +74,20 @@ class AttemptProfile:
     active_sec: float | None
     """The agent phase less its rate-limit waits; None when the waits took all of it."""
     duration_sec: float | None
+    waited_sec: float = 0.0
+    """Its rate-limit waits: the gateway's and the resume delays after rate-limited turns."""
     calls: int | None = None
     input_tokens: int | None = None
     cached_input_tokens: int | None = None
     output_tokens: int | None = None
     quota_tokens: int | None = None
     cost_usd: float | None = None
+
+    @property
+    def unthrottled_sec(self) -> float | None:
+        """The whole attempt less its rate-limit waits: what it takes on a quota with room to spare."""
+        left = None if self.duration_sec is None else self.duration_sec - self.waited_sec
+        return left if left is not None and left > 0 else None
 
     @property
     def tokens_per_minute(self) -> float | None:
@@ -82,19 +99,21 @@ class AttemptProfile:
 
 
 def attempt_profile(result: TaskResult, attempt_id: str, domain: str | None, provider: str,
-                    usage: Usage | None, cost_usd: float | None) -> AttemptProfile | None:
-    """An attempt's profile from its result and its usage (None: it never reached the agent phase)."""
+                    usage: Usage | None, cost_usd: float | None, resume_delay_sec: float) -> AttemptProfile | None:
+    """An attempt's profile from its result and its usage, its sessions resumed after `resume_delay_sec` (None: it
+    never reached the agent phase, or it ended upstream_rate_limit)."""
     agent = [p.duration_sec for p in result.phases if p.name == AGENT_PHASE and p.status != "skipped"]
-    if not agent or agent[0] <= 0:
+    if not agent or agent[0] <= 0 or result.failure_classification == RATE_LIMITED:
         return None
-    active = agent[0] - (usage.rate_limit_wait_sec if usage is not None else 0.0)
-    profile = AttemptProfile(attempt_id, domain, agent[0], active if active > 0 else None, result.duration_sec)
+    waited = (usage.rate_limit_wait_sec if usage is not None else 0.0) + result.rate_limit_resumes * resume_delay_sec
+    active = agent[0] - waited
+    profile = AttemptProfile(attempt_id, domain, agent[0], active if active > 0 else None, result.duration_sec,
+                             waited)
     if usage is None or not usage.fully_accounted:
         return profile
-    return AttemptProfile(attempt_id, domain, agent[0], profile.active_sec, result.duration_sec,
-                          calls=usage.model_calls, input_tokens=usage.input_tokens,
-                          cached_input_tokens=usage.cached_input_tokens, output_tokens=usage.output_tokens,
-                          quota_tokens=quota_tokens(provider, usage), cost_usd=cost_usd)
+    return replace(profile, calls=usage.model_calls, input_tokens=usage.input_tokens,
+                   cached_input_tokens=usage.cached_input_tokens, output_tokens=usage.output_tokens,
+                   quota_tokens=quota_tokens(provider, usage), cost_usd=cost_usd)
 
 
 @dataclass
@@ -118,6 +137,8 @@ class PilotRun:
     domains: dict[str, str | None]
     """Task id -> its domain in that run's config."""
     token_log: Path | None
+    resume_delay_sec: float
+    """Its `rate_limit_resume_delay`."""
 
 
 def open_pilot(path: Path, agent: str, model: str, own_run_dir: Path | None = None) -> PilotRun:
@@ -143,7 +164,9 @@ def open_pilot(path: Path, agent: str, model: str, own_run_dir: Path | None = No
     logged = path / TOKEN_LOG
     stored = Path(str(config.get("token_log") or logged))
     token_log = logged if logged.is_file() else stored if stored.is_file() else None
-    return PilotRun(path, run_id, config.get("effort"), domains, token_log)
+    delay = config.get("rate_limit_resume_delay")
+    return PilotRun(path, run_id, config.get("effort"), domains, token_log,
+                    float(delay) if isinstance(delay, (int, float)) else RESUME_DELAY_SEC)
 
 
 def read_pilots(paths: list[Path], agent: str, model: str, effort: str | None,
@@ -156,7 +179,7 @@ def read_pilots(paths: list[Path], agent: str, model: str, effort: str | None,
         if run.effort is not None and effort is not None and run.effort != effort:
             sample.notes.append(f"{path} ran effort {run.effort}; this run's is {effort}")
         usages = _usage_by_scope(run, model, prices, sample.notes)
-        found = with_tokens = 0
+        found = with_tokens = cut_short = 0
         for result_path in sorted([*path.glob(f"tasks/*/{RESULT_FILE}"), *path.glob(f"retries/*/{RESULT_FILE}")]):
             result = result_if_readable(result_path)
             scope = _scope_of(result, run.run_id)
@@ -166,12 +189,14 @@ def read_pilots(paths: list[Path], agent: str, model: str, effort: str | None,
             usage, cost = usages.get(scope, (Usage(fully_accounted=True), Cost())) if usages is not None \
                 else (None, None)
             profile = attempt_profile(result, scope, result.task_domain or run.domains.get(str(result.task_id)),
-                                      provider, usage, None if cost is None else cost.value)
+                                      provider, usage, None if cost is None else cost.value, run.resume_delay_sec)
             if profile is not None:
                 sample.attempts.append(profile)
                 found += 1
                 with_tokens += profile.quota_tokens is not None
-        sample.sources.append(f"{path}: {found} attempts that reached the agent phase, {with_tokens} with tokens")
+            cut_short += result.failure_classification == RATE_LIMITED
+        cut = f"; {cut_short} that ended {RATE_LIMITED} left out (cut short by the quota)" if cut_short else ""
+        sample.sources.append(f"{path}: {found} attempts that reached the agent phase, {with_tokens} with tokens{cut}")
     return sample
 
 

@@ -62,23 +62,33 @@ def plan_lines(forecast: Forecast) -> list[str]:
               f"  quota from: {f.quota_from}",
               "  safe concurrency: " + ("unknown" if f.safe_concurrency is None else
                                         f"{f.safe_concurrency} attempts at once ({f.safe_concurrency_exact}; "
-                                        f"binding: {f.binding})"),
+                                        f"binding: {f.binding}; at {f.safe_concurrency} an attempt waits "
+                                        f"{f.safe_concurrency_wait_share:.0%} of its agent phase)"),
               "  memory concurrency: " + ("unknown" if f.memory_concurrency is None else
                                           f"{f.memory_concurrency} attempts at once") + f" ({f.memory})"]
-    if f.concurrency is not None:
-        lines.append(f"  wall time assumes {amount(f.concurrency)} attempts at once ({f.concurrency_binding})")
     lines += [f"  tokens total: {ranged(f.tokens_total)}",
               f"  model calls total: {ranged(f.calls_total)}",
-              f"  wall time: {ranged(f.wall_time_sec, span)}",
+              f"  wall time: {ranged(f.wall_time_sec, span)}{bound_text(f)}",
+              *(["    bounds: " + "; ".join(f"{b.of} {ranged(b.wall_time_sec, span)}"
+                                           for b in f.wall_time_bounds.values())] if f.wall_time_bounds else []),
               f"  cost: {ranged(f.cost_usd, usd, ' USD')}",
               *[f"  unknown: {line}" for line in f.unknown], *[f"  note: {line}" for line in f.notes]]
     return lines
 
 
+def bound_of(forecast: Forecast) -> str | None:
+    """What the expected wall time is bound by, in words (None: unknown)."""
+    bound = forecast.wall_time_bounds.get(forecast.wall_time_bound or "")
+    return None if bound is None else bound.of
+
+
+def bound_text(forecast: Forecast) -> str:
+    return "" if (of := bound_of(forecast)) is None else f", bound by {of}"
+
+
 def status_lines(forecast: Forecast, running: int, own: int) -> list[str]:
     """QUEUE_STATUS.md's forecast: ETA, what is still to go, and what it is learned from."""
     f = forecast
-    at_once = "" if f.concurrency is None else f" at {amount(f.concurrency)} attempts at once ({f.concurrency_binding})"
     rate = f.tokens_per_minute_per_attempt
     learned = (f"Forecast from {f.sample_attempts} attempts ({own} of this run, {f.sample_attempts - own} of "
                "forecast_from)")
@@ -86,7 +96,7 @@ def status_lines(forecast: Forecast, running: int, own: int) -> list[str]:
         learned += f"; one running attempt {amount(rate.median)} tokens/min median, {amount(rate.p90)} p90"
     if f.safe_concurrency is not None:
         learned += f"; safe concurrency {f.safe_concurrency} ({f.binding})"
-    return [f"ETA: {ranged(f.wall_time_sec, span)}{at_once}.",
+    return [f"ETA: {ranged(f.wall_time_sec, span)}{bound_text(f)}.",
             f"To go: {f.attempts} attempts ({running} running, counted whole): tokens {ranged(f.tokens_total)}, "
             f"model calls {ranged(f.calls_total)}, cost {ranged(f.cost_usd, usd, ' USD')}.",
             learned + ".", f"Quota: {f.quota_from}."]
