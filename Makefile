@@ -22,6 +22,12 @@ FAST_SELECTION := not docker and not kvm and not artifacts and not network and n
 UNTESTED_MARKERS := $(strip $(if $(HCU_PYTHON310),,python310) $(if $(HCU_PYTHON312),,harbor))
 TEST_SELECTION := $(if $(UNTESTED_MARKERS),-m 'not $(subst $(space), and not ,$(UNTESTED_MARKERS))')
 
+TEST_WORKERS ?= 4
+# pytest-xdist workers for `make test`: most of its time waits on guests, timers and subprocesses, so more workers
+# than this 2-core machine's cores (docs/contributing.md has the figures)
+SETUP_JOBS ?= 3
+# set-up targets built at once (they wait on the network, Docker and disk more than on the CPU)
+
 QEMU_GUEST_IMAGE   ?= hcu-qemu-guest
 QEMU_GUEST_DISK    ?= build/qemu-guest/test-desktop.qcow2
 
@@ -67,7 +73,7 @@ $(HARBOR_VENV)/.installed: requirements-harbor.txt
 	touch $@
 
 ## test-desktop: the local stand-in for the official OSWorld guest (debootstrap + docker import)
-test-desktop: host setup
+test-desktop: host
 	bash scripts/test-desktop/build.sh $(TEST_DESKTOP_IMAGE)
 
 ## qemu-guest: the QEMU stand-in for the official guest: a runner image with the osworld-docker contract
@@ -76,25 +82,28 @@ qemu-guest: host test-desktop
 	bash scripts/qemu-guest/build.sh $(QEMU_GUEST_IMAGE) $(QEMU_GUEST_DISK) $(TEST_DESKTOP_IMAGE)
 
 ## build-local: artifacts/computer-use, one file for the guest's python3.10 and 3.11
-build-local: setup
+build-local: $(VENV)/.installed
 	bash scripts/build-computer-use.sh artifacts/computer-use
 
 ## agents: every registered agent CLI's files into artifacts/ from npm and PyPI (the adapters declare them)
-agents: host setup
+agents: host $(VENV)/.installed
 	bash scripts/fetch-agents.sh artifacts
 
 ## demo: the built-in default panel (configs/demo.json) on the test desktop, ending in summary.md
-demo: host setup test-desktop build-local agents
+demo: host
+	$(MAKE) --no-print-directory -j$(SETUP_JOBS) setup test-desktop build-local agents
 	bash scripts/demo.sh
 
-## test: everything, including the Docker, desktop and CLI tests (none are skipped)
-test: host setup test-desktop qemu-guest build-local agents harbor-venv
+## test: everything, including the Docker, desktop and CLI tests (none are skipped), on TEST_WORKERS pytest-xdist
+## workers; what it needs is built first, SETUP_JOBS targets at a time (each waits only on what it uses)
+test: host
+	$(MAKE) --no-print-directory -j$(SETUP_JOBS) setup test-desktop qemu-guest build-local agents harbor-venv
 	$(VPY) -m ruff check hcu tests bench scripts
 	@$(if $(HCU_PYTHON310),echo "make test: the artifact's 3.10 run uses $(HCU_PYTHON310)",\
 	  echo "make test: no CPython 3.10 here (set HCU_PYTHON310): the artifact's 3.10 run is NOT tested")
 	@$(if $(HCU_PYTHON312),echo "make test: Harbor's models and viewer run on $(HCU_PYTHON312)",\
 	  echo "make test: no CPython 3.12+ here (set HCU_PYTHON312): runs read by Harbor are NOT tested")
-	$(VPY) -m pytest -q -p no:cacheprovider --durations=15 $(TEST_SELECTION)
+	$(VPY) -m pytest -q -p no:cacheprovider --durations=15 -n $(TEST_WORKERS) --dist loadgroup $(TEST_SELECTION)
 
 ## test-fast: pure-logic tests only (no Docker engine reachable, no artifacts, no network, no evaluator venv)
 test-fast: $(VENV)/.installed

@@ -1,6 +1,11 @@
-"""Every test session is hermetic: its own hcu state directory (port leases, overlay registry) instead of the
-user's, and run ids unique to the session, so two sessions (or a session and a real run) on one host never
-share a lease, a container name or a gateway scope."""
+"""Every test session is hermetic: its own hcu state directory (port leases, overlay registry, snapshot cache)
+instead of the user's, and run ids unique to the session, so two sessions (or a session and a real run) on one
+host never share a lease, a container name or a gateway scope.
+
+Sessions run on pytest-xdist workers (`make test`: `-n auto --dist loadgroup`): the workers share the session's
+state directory (set once, by the controller, before they start: they are one host's runners), and the tests that
+share a module's fixtures, a Ray cluster or the QEMU stand-in run on one worker, in a group of their own. The
+demo, run once per session, is shared across workers through a lock (demo_panel.py)."""
 
 from __future__ import annotations
 
@@ -12,14 +17,36 @@ import pytest
 from hcu.osworld.guest.state_dir import STATE_DIR_ENV
 from tests.demo_panel import demo_run  # noqa: F401  (the demo, run once per session for the tests that read it)
 
+WORKER_ENV = "PYTEST_XDIST_WORKER"
+SHARED_SCOPES = frozenset({"module", "class", "package"})
+"""Fixtures of these scopes live once per module (class, package): the tests using them stay on one worker."""
+
 
 def pytest_configure(config: pytest.Config) -> None:
-    # Set before any test (or subprocess it starts) asks for the state directory; children inherit it.
-    os.environ[STATE_DIR_ENV] = tempfile.mkdtemp(prefix="hcu-test-state-")
+    # Set before any test (or subprocess it starts) asks for the state directory; children and workers inherit it.
+    if WORKER_ENV not in os.environ:
+        os.environ[STATE_DIR_ENV] = tempfile.mkdtemp(prefix="hcu-test-state-")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """A test that asks for the evaluator venv's interpreter needs `make osworld-venv`: mark it so."""
+    """A test that asks for the evaluator venv's interpreter needs `make osworld-venv`: mark it so. Each test that
+    shares something costly with others gets the group of what it shares (xdist's loadgroup keeps a group on one
+    worker): one Ray cluster per session, one QEMU stand-in at a time (it emulates its CPU), a module's fixtures."""
     for item in items:
         if "evaluator_python" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.osworld)
+        group = shared_group(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
+def shared_group(item: pytest.Item) -> str | None:
+    if item.get_closest_marker("ray") is not None:
+        return "ray"
+    if item.get_closest_marker("kvm") is not None:
+        return "qemu"
+    definitions = getattr(item, "_fixtureinfo", None)
+    if definitions is None:
+        return None
+    scopes = {defs[-1].scope for defs in definitions.name2fixturedefs.values() if defs}
+    return item.nodeid.split("::", 1)[0] if scopes & SHARED_SCOPES else None
