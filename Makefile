@@ -77,7 +77,8 @@ test-desktop: host
 	bash scripts/test-desktop/build.sh $(TEST_DESKTOP_IMAGE)
 
 ## qemu-guest: the QEMU stand-in for the official guest: a runner image with the osworld-docker contract
-## ($(QEMU_GUEST_IMAGE):latest on KVM, :tcg asking for TCG) and a bootable qcow2 of the test desktop
+## ($(QEMU_GUEST_IMAGE):latest on KVM, :tcg asking for TCG, :uefi and :uefi-tcg booting by UEFI) and a bootable
+## qcow2 of the test desktop
 qemu-guest: host test-desktop
 	bash scripts/qemu-guest/build.sh $(QEMU_GUEST_IMAGE) $(QEMU_GUEST_DISK) $(TEST_DESKTOP_IMAGE)
 

@@ -4,8 +4,9 @@ host never share a lease, a container name or a gateway scope.
 
 Sessions run on pytest-xdist workers (`make test`: `-n auto --dist loadgroup`): the workers share the session's
 state directory (set once, by the controller, before they start: they are one host's runners), and the tests that
-share a module's fixtures, a Ray cluster or the QEMU stand-in run on one worker, in a group of their own. The
-demo, run once per session, is shared across workers through a lock (demo_panel.py)."""
+share a module's fixtures, a Ray cluster, the QEMU stand-in or the demo's run run on one worker, in a group of
+their own. The demo, run once per session, is shared across workers through a lock (demo_panel.py): the Ray
+group's test that compares with it may wait for the demo group's run."""
 
 from __future__ import annotations
 
@@ -31,13 +32,17 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """A test that asks for the evaluator venv's interpreter needs `make osworld-venv`: mark it so. Each test that
     shares something costly with others gets the group of what it shares (xdist's loadgroup keeps a group on one
-    worker): one Ray cluster per session, one QEMU stand-in at a time (it emulates its CPU), a module's fixtures."""
+    worker): one Ray cluster per session, one QEMU stand-in at a time (it emulates its CPU), the demo's run, a
+    module's fixtures. The groups go first: each runs its tests one after another, so the longest chains start
+    while the rest spreads over the other workers."""
+    groups = {}
     for item in items:
         if "evaluator_python" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.osworld)
-        group = shared_group(item)
-        if group is not None:
-            item.add_marker(pytest.mark.xdist_group(group))
+        groups[item.nodeid] = shared_group(item)
+        if groups[item.nodeid] is not None:
+            item.add_marker(pytest.mark.xdist_group(groups[item.nodeid]))
+    items.sort(key=lambda item: groups[item.nodeid] is None)
 
 
 def shared_group(item: pytest.Item) -> str | None:
@@ -45,6 +50,8 @@ def shared_group(item: pytest.Item) -> str | None:
         return "ray"
     if item.get_closest_marker("kvm") is not None:
         return "qemu"
+    if "demo_run" in getattr(item, "fixturenames", ()):
+        return "demo"
     definitions = getattr(item, "_fixtureinfo", None)
     if definitions is None:
         return None

@@ -32,13 +32,13 @@ hash_of() { (cd "$here" && sha256sum "$@" | sha256sum | cut -c1-16); }
 
 runner_rev=$(hash_of runner-packages.txt runner-entry.sh make-runner.sh)
 current=$(docker image inspect -f '{{index .Config.Labels "hcu.qemu_runner.rev"}}' "$runner:latest" "$runner:tcg" \
-  2>/dev/null | sort -u || true)
+  "$runner:uefi" "$runner:uefi-tcg" 2>/dev/null | sort -u || true)
 if [[ $current == "$runner_rev" ]]; then
-  echo "build.sh: $runner:latest and :tcg are current (rev $runner_rev)"
+  echo "build.sh: $runner:latest, :tcg, :uefi and :uefi-tcg are current (rev $runner_rev)"
 else
   t1=$SECONDS
   bash "$here/make-runner.sh" "$runner" "$runner_rev"
-  echo "build.sh: built $runner:latest and :tcg (rev $runner_rev) in $((SECONDS - t1)) s"
+  echo "build.sh: built $runner:latest, :tcg, :uefi and :uefi-tcg (rev $runner_rev) in $((SECONDS - t1)) s"
 fi
 
 desktop_id=$(docker image inspect -f '{{.Id}}' "$desktop" 2>/dev/null) \

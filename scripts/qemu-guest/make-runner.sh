@@ -55,11 +55,13 @@ mkdir -p "$root"
 tar -C "$root" -xf "$base"
 install -m 755 "$here/runner-entry.sh" "$root/usr/local/bin/hcu-qemu-entry"
 # VOLUME /storage as in the official image: a bare `docker run` gets an anonymous volume there (hcu mounts
-# a labelled named volume instead). Both tags import the same tar stream, so they share one layer.
-for tag in latest tcg; do
-  accel=()
-  [[ $tag == tcg ]] && accel=(-c 'ENV KVM=N')
-  tar -C "$root" --numeric-owner -c . | docker import "${accel[@]}" \
+# a labelled named volume instead). Every tag imports the same tar stream, so they share one layer: :tcg asks for
+# TCG, :uefi boots with OVMF (the official Ubuntu qcow2 boots by UEFI only), :uefi-tcg both.
+for tag in latest tcg uefi uefi-tcg; do
+  environment=()
+  [[ $tag == *tcg ]] && environment+=(-c 'ENV KVM=N')
+  [[ $tag == uefi* ]] && environment+=(-c 'ENV BOOT_MODE=uefi')
+  tar -C "$root" --numeric-owner -c . | docker import "${environment[@]}" \
     -c 'EXPOSE 5000 8006 8080 9222' \
     -c 'VOLUME /storage' \
     -c "LABEL hcu.qemu_runner.rev=$rev" \

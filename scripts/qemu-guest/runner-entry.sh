@@ -17,12 +17,14 @@
 #   ports          5000 (in-guest API), 9222 (CDP), 8080 (VLC) forwarded to the guest; 8006 the VM's screen
 #                  over VNC-on-WebSocket
 #   CPU_MODEL      QEMU -cpu (default qemu64: what nested KVM on hcu's CI machine accepts)
+#   BOOT_MODE      legacy (default: SeaBIOS) or uefi (Debian's OVMF, its variables kept in /storage), as in
+#                  qemus/qemu: the official Ubuntu qcow2 boots by UEFI only
 #   ARGUMENTS      extra QEMU parameters, appended last to its command line (word-split), as in qemus/qemu:
 #                  hcu passes a QMP socket (-qmp unix:...) and, to restore a saved state, -incoming defer
 #   /boot.qcow2    when it exists already (a file bind-mounted there), it is the disk that boots: hcu's own
 #                  per-attempt overlay, so the guest's writes land in a host file it can keep
 set -euo pipefail
-: "${RAM_SIZE:=1G}" "${CPU_CORES:=1}" "${DISK_SIZE:=16G}" "${KVM:=Y}" "${CPU_MODEL:=qemu64}"
+: "${RAM_SIZE:=1G}" "${CPU_CORES:=1}" "${DISK_SIZE:=16G}" "${KVM:=Y}" "${CPU_MODEL:=qemu64}" "${BOOT_MODE:=legacy}"
 storage=/storage
 guest_ip=20.20.20.21
 bridge_ip=20.20.20.1
@@ -49,6 +51,7 @@ check_memory() {  # as the official image: RAM_SIZE plus its spare must fit the 
 [[ $RAM_SIZE =~ ^[0-9]+[MGT]$ ]] || die "RAM_SIZE=$RAM_SIZE: expected a size with its unit (4G, 8192M)"
 [[ $DISK_SIZE =~ ^[0-9]+[MGT]$ ]] || die "DISK_SIZE=$DISK_SIZE: expected a size with its unit (32G)"
 [[ $CPU_CORES =~ ^[1-9][0-9]*$ ]] || die "CPU_CORES=$CPU_CORES: expected a positive integer"
+[[ $BOOT_MODE == legacy || $BOOT_MODE == uefi ]] || die "BOOT_MODE=$BOOT_MODE: expected legacy or uefi"
 
 check_memory
 if [[ $KVM == [Nn]* ]]; then
@@ -117,15 +120,23 @@ else
   netdev+=",hostfwd=tcp::3389-$guest_ip:3389"
 fi
 
-# Firmware: SeaBIOS (QEMU's default), so the disk boots by BIOS. The official image boots its Ubuntu disk by
-# UEFI; OVMF cannot run on nested KVM without executable read-only memory slots (hcu's CI machine): KVM
-# emulates OVMF's code from ROM and fails on its first FPU instruction.
+# Firmware: SeaBIOS (QEMU's default) boots the disk by BIOS; BOOT_MODE=uefi boots it with Debian's OVMF, its
+# variables in /storage beside the data disk (a restored machine keeps the ones it was saved with in memory).
+# OVMF cannot run on nested KVM without executable read-only memory slots (hcu's CI machine): KVM emulates OVMF's
+# code from ROM and fails on its first FPU instruction; under TCG it runs.
+firmware=()
+if [[ $BOOT_MODE == uefi ]]; then
+  [[ -f $storage/OVMF_VARS.fd ]] || cp /usr/share/OVMF/OVMF_VARS_4M.fd "$storage/OVMF_VARS.fd"
+  firmware=(-drive if=pflash,format=raw,unit=0,readonly=on,file=/usr/share/OVMF/OVMF_CODE_4M.fd
+            -drive if=pflash,format=raw,unit=1,file="$storage/OVMF_VARS.fd")
+fi
 check_memory  # again, as the official image does just before QEMU
-say "booting /System.qcow2: accel=$accel cpu=$CPU_MODEL cores=$CPU_CORES ram=$RAM_SIZE data disk=$DISK_SIZE"
+say "booting /System.qcow2: accel=$accel cpu=$CPU_MODEL cores=$CPU_CORES ram=$RAM_SIZE data disk=$DISK_SIZE" \
+  "firmware=$BOOT_MODE"
 read -ra extra_arguments <<<"${ARGUMENTS:-}"
 # The VM's serial console is this container's log (the guest prints DESKTOP_READY there).
 exec qemu-system-x86_64 -name hcu-guest -nodefaults -no-user-config \
-  -machine q35,accel="$accel" -cpu "$CPU_MODEL" -smp "$CPU_CORES" -m "$RAM_SIZE" \
+  -machine q35,accel="$accel" -cpu "$CPU_MODEL" -smp "$CPU_CORES" -m "$RAM_SIZE" "${firmware[@]}" \
   -drive id=boot,if=none,format=qcow2,file=/boot.qcow2,discard=unmap,detect-zeroes=unmap \
   -device virtio-blk-pci,drive=boot,bootindex=1 \
   -drive id=data,if=none,format=raw,file="$data",discard=unmap,detect-zeroes=unmap \

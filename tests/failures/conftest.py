@@ -86,7 +86,8 @@ def start_task(tmp_path: Path) -> Iterator[StartFn]:
                 "--tasks-dir", str(tasks_dir), "--test-desktop", "--agent", agent, "--max-model-calls", "20",
                 "--gateway", gateway, "--result-dir", str(out / "result"), "--run-id", run_id,
                 "--timeout-seconds", "600", "--no-progress-seconds", "120", "--offline-assets",
-                "--settle-seconds", "0", *(["--token-log", str(token_log)] if token_log else []), *extra_args]
+                "--settle-seconds", "0", "--keep-final-desktop", "none",
+                *(["--token-log", str(token_log)] if token_log else []), *extra_args]
         log_path = out / "runner.log"
         with log_path.open("wb") as log:
             proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,

@@ -3,9 +3,12 @@ failures and overruns are their own, and each is recorded exactly once whatever 
 
 from __future__ import annotations
 
+import signal
+import sys
 import threading
 from dataclasses import dataclass, field
 
+from hcu.osworld.attempt import runner as runner_module
 from hcu.osworld.attempt.failures import Failure
 from hcu.osworld.attempt.runner import Phase, PhaseLog, run_phases
 from hcu.osworld.errors import GuestError, ProbeTimeout
@@ -134,6 +137,48 @@ def test_an_alongside_phase_left_running_when_the_attempt_ends_is_recorded_once(
     assert statuses(log) == {"upload": "failed", "setup": "failed", "cleanup": "ok"}
     upload = next(p for p in log.phases if p.name == "upload")
     assert upload.error == "GuestError: setup lost the guest (while it ran alongside)", upload.error
+
+
+def waiting_in(thread: int, function: str, filename: str) -> bool:
+    """Whether `thread` is inside `function` of `filename` now (its stack, read from here)."""
+    frame = sys._current_frames().get(thread)
+    while frame is not None:
+        if frame.f_code.co_name == function and frame.f_code.co_filename == filename:
+            return True
+        frame = frame.f_back
+    return False
+
+
+def test_an_alongside_phase_waited_for_when_the_attempt_ends_is_recorded_as_ended_by_it() -> None:
+    """The attempt ends (here: a stop signal) while a phase waits for an alongside one: the alongside phase is
+    recorded as ended by that, even when it then fails on its own because the closing phases took its guest."""
+    state = Attempt()
+
+    def probe(s: Attempt) -> None:
+        main = threading.main_thread().ident
+        assert main is not None
+        while not waiting_in(main, "wait", runner_module.__file__):  # until the runner waits for this phase
+            assert not s.release.wait(0.01), "the runner never waited for the probe"
+        signal.pthread_kill(main, signal.SIGTERM)
+        assert s.release.wait(WAIT_SEC)
+        raise GuestAPIError("/execute", None, "no answer (ConnectionError)")  # the guest is gone
+
+    def cleanup(s: Attempt) -> None:
+        s.release.set()  # the guest goes: the probe fails now
+        s.order.append("cleanup")
+
+    log = PhaseLog("attempt-1")
+    stops = StopSignals().install()
+    try:
+        failure = run_phases(state, [
+            Phase("probe", probe, failure="probe", alongside=True),
+            Phase("agent", step("agent"), failure="agent", needs=("probe",)),
+        ], [Phase("cleanup", cleanup)], log_=log, stops=stops, record=lambda s, f: s.recorded.append(f))
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    assert failure is not None and failure.classification == "interrupted" and "agent" not in state.order
+    probe_record = next(p for p in log.phases if p.name == "probe")
+    assert probe_record.error.startswith("Interrupted: runner received SIGTERM"), probe_record.error
 
 
 def test_the_deadline_of_an_alongside_phase_covers_its_wait_for_what_it_needs() -> None:

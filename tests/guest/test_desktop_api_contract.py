@@ -86,9 +86,12 @@ def test_terminal_reads_the_active_terminal(desktop_guest: Guest, probe_window: 
 
 def test_window_size(desktop_guest: Guest) -> None:
     api = desktop_guest.api
-    listing = api.execute(["wmctrl", "-l"]).output  # id, desktop, host, title
-    window_id = next((line.split()[0] for line in listing.splitlines() if line.endswith(" HCU Test App")), None)
-    assert window_id, f"the test app has no window: {listing!r}"
+
+    def test_app_window() -> str | None:
+        listing = api.execute(["wmctrl", "-l"]).output  # id, desktop, host, title
+        return next((line.split()[0] for line in listing.splitlines() if line.endswith(" HCU Test App")), None)
+
+    window_id = str(wait_for(test_app_window, timeout_sec=120, what="the test app's window"))
     wm_class = api.execute(["xprop", "-id", window_id, "WM_CLASS"]).output  # WM_CLASS(STRING) = "a", "A"
     instance = wm_class.split("=")[1].split(",")[0].strip().strip('"')
     geometry = api.execute(["xdotool", "getwindowgeometry", str(int(window_id, 16))]).output

@@ -1,27 +1,40 @@
-"""hcu's official guest path end to end on a real VM: `run_task --guest-image` and `setup_canary --guest-image`
-on the QEMU stand-in, with the real Codex CLI, the real gateway and OSWorld's evaluator; only the model is a
-scripted policy. Nothing here special-cases the stand-in: it is named by `--guest-docker-image`."""
+"""hcu's official guest path end to end on a real VM, from the session's snapshot of the QEMU stand-in: a panel of
+one task through `run_queue` (run_task, the real Codex CLI, the real gateway, OSWorld's evaluator; only the model is
+a scripted policy) that keeps its final desktop; that desktop regraded without a model call and opened again; and
+`setup_canary`, from the snapshot and, when its snapshot fails to restore, booted cold with the same result.
+Nothing here special-cases the stand-in: it is named by `guest_docker_image`."""
 
 from __future__ import annotations
 
 import contextlib
+import os
 import re
+import shutil
+import signal
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
 import pytest
+import requests
 
 from hcu import REPO_ROOT
-from hcu.demo.stand_in import scripted_stack
+from hcu.demo.stand_in import free_port
 from hcu.osworld.attempt.meta import AttemptMeta
+from hcu.osworld.guest.bridge import bridge_address
 from hcu.osworld.guest.docker_engine import docker_client
+from hcu.osworld.guest_state.kept import read
+from hcu.osworld.guest_state.snapshots import ENTRY_FILE, SnapshotCache, SnapshotConfig, SnapshotEntry
+from hcu.osworld.records.regrade import Regrade
 from hcu.osworld.records.result import TaskResult
-from hcu.record_io import read_record, sha256_of_file
-from tests.guest.conftest import QEMU_RUNNER_IMAGE
-from tests.run_task.conftest import RENAME_MATCH, RENAME_TASK, TASKS_DIR, policy
-from tests.session import unique_run_id
+from hcu.record_io import read_record, sha256_of_file, write_record
+from tests.demo_panel import demo_config
+from tests.guest.conftest import QEMU_GUEST, QEMU_RUNNER_IMAGE, qemu_spec
+from tests.guest.vnc import websocket_vnc_greeting
+from tests.guest.waiting import wait_for
+from tests.run_task.conftest import RENAME_MATCH, RENAME_TASK, policy
 
 pytestmark = [pytest.mark.docker, pytest.mark.kvm, pytest.mark.artifacts, pytest.mark.timeout(1800)]
 
@@ -31,7 +44,7 @@ RENAME = [  # a look at the VM's screen, then the rename through the code channe
     {"tool": "screenshot", "arguments": {"max_width": 640}},
     {"tool": "run_shell", "arguments": {"command": "mv ~/Desktop/todo_list_Jan_1 ~/Desktop/todo_list_Jan_2"}},
 ]
-GUEST_FLAGS = ["--guest-docker-image", QEMU_RUNNER_IMAGE, "--ram-size", "2G"]
+GUEST_FLAGS = ["--guest-docker-image", QEMU_RUNNER_IMAGE, "--ram-size", QEMU_GUEST["ram_size"]]
 
 
 def labelled(run_id: str) -> list[str]:
@@ -47,56 +60,196 @@ def console_tail(record: dict) -> str:
     return f"\n--- the VM's console ({path}):\n" + Path(path).read_text()[-4000:] if path else ""
 
 
-def test_run_task_on_the_qemu_guest_scores_one_and_leaves_the_base_untouched(
-    qemu_guest_disk: Path, tmp_path: Path
-) -> None:
+@dataclass(frozen=True)
+class QemuPanel:
+    run_dir: Path
+    run_id: str
+    task_dir: Path
+    base_sha256: str
+
+
+@pytest.fixture(scope="module")
+def panel(qemu_guest_disk: Path, qemu_snapshot: SnapshotEntry,
+          tmp_path_factory: pytest.TempPathFactory) -> QemuPanel:
+    """One task through the queue on the stand-in, keeping its final desktop (keep_final_desktop "all")."""
+    folder = tmp_path_factory.mktemp("qemu-panel")
     before = sha256_of_file(qemu_guest_disk)
-    policies, token_log, result_dir = tmp_path / "policies.json", tmp_path / "tokens.jsonl", tmp_path / "result"
+    policies = folder / "policies.json"
     policies.write_bytes(orjson.dumps({"policies": {"rename": policy(RENAME_MATCH, RENAME)}}))
-    run_id = unique_run_id("qemu-e2e")
-    with scripted_stack("codex", policies, token_log=token_log, max_model_calls=20,
-                        log_dir=tmp_path / "logs") as stack:
-        done = subprocess.run(
-            [sys.executable, "-m", "hcu.osworld.run_task", "--task-id", RENAME_TASK, "--task-domain", "os",
-             "--tasks-dir", str(TASKS_DIR), "--guest-image", str(qemu_guest_disk), *GUEST_FLAGS,
-             "--agent", "codex", "--code-mode", "--max-model-calls", "20", "--token-log", str(token_log),
-             "--gateway", stack.gateway_url, "--result-dir", str(result_dir), "--run-id", run_id,
-             "--timeout-seconds", "900", "--no-progress-seconds", "300", "--offline-assets"],
-            capture_output=True, text=True, timeout=1800, cwd=REPO_ROOT)
-    log = done.stdout + done.stderr
-    assert done.returncode == 0, log[-3000:] + console_tail(orjson.loads((result_dir / "meta.json").read_bytes()))
-    r = read_record(result_dir / "result.json", TaskResult)
+    bridge = bridge_address()
+    config = demo_config(folder, "qemu-panel", tasks=[{"id": RENAME_TASK, "task_domain": "os"}], test_desktop=None,
+                         guest_image=str(qemu_guest_disk), guest_docker_image=QEMU_RUNNER_IMAGE,
+                         ram_size=QEMU_GUEST["ram_size"], code_mode=True, keep_final_desktop="all",
+                         timeout_seconds=900, no_progress_seconds=300, max_active_tasks=1,
+                         gateway=f"http://{bridge}:{free_port(bridge)}")
+    done = subprocess.run([sys.executable, "-m", "hcu.demo", "--config", str(config), "--policies", str(policies)],
+                          capture_output=True, text=True, timeout=1500, cwd=REPO_ROOT)
+    body = orjson.loads(config.read_bytes())
+    run_dir = Path(body["results_dir"]) / body["run_id"]
+    task_dir = run_dir / "tasks" / RENAME_TASK
+    meta = orjson.loads((task_dir / "meta.json").read_bytes()) if (task_dir / "meta.json").is_file() else {}
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:] + console_tail(meta)
+    return QemuPanel(run_dir, body["run_id"], task_dir, before)
+
+
+def test_the_panel_scores_one_from_a_snapshot_start_and_keeps_the_whole_machine(panel: QemuPanel) -> None:
+    r = read_record(panel.task_dir / "result.json", TaskResult)
     assert (r.status, r.score, r.termination_reason, r.protocol_word) == (
-        "completed", 1.0, "completed", "TASK_COMPLETE"), log[-3000:]
+        "completed", 1.0, "completed", "TASK_COMPLETE")
     assert [p.name for p in r.phases] == PHASES and all(p.status == "ok" for p in r.phases)
-    guest = read_record(result_dir / "meta.json", AttemptMeta).guest
+    meta = read_record(panel.task_dir / "meta.json", AttemptMeta)
+    guest = meta.guest
     assert guest is not None and guest.spec is not None and guest.container_image is not None
     assert guest.spec.kind == "qemu" and guest.spec.docker_image == QEMU_RUNNER_IMAGE
-    assert guest.container_image.reference == QEMU_RUNNER_IMAGE
-    assert guest.container_image.id.startswith("sha256:")
+    assert guest.container_image.reference == QEMU_RUNNER_IMAGE and guest.container_image.id.startswith("sha256:")
+    assert guest.start is not None and (guest.start.asked, guest.start.got, guest.start.reason) == (
+        "snapshot", "snapshot", None), guest.start
     steps = {step.name: step for step in guest.readiness}
-    assert steps["api answers"].ok and steps["desktop painted"].ok
-    assert all(step.duration_sec >= 0 for step in steps.values())
+    assert all(step.ok for step in steps.values()) and "state restored" in steps
+    assert re.fullmatch(r"guest clock [-+]\d+\.\d\d s \(\+-\d+\.\d\d s\) from the host's", steps["clock set"].detail)
     grown = re.search(r"-> ([\d.]+) GiB \(volume_size 64 GiB\)$", steps["filesystem grown"].detail or "")
-    assert steps["filesystem grown"].ok and grown, steps["filesystem grown"]
-    assert 62.5 <= float(grown[1]) <= 64, "the root filesystem fills the disk, less ext4's own overhead"
-    assert list((result_dir / ".guest").glob("*.qcow2")) == [], "the attempt's overlay outlived it"
-    assert labelled(run_id) == []
-    assert sha256_of_file(qemu_guest_disk) == before, "the base image was written"
+    assert grown and 62.5 <= float(grown[1]) <= 64, "the snapshot's root filesystem fills the disk"
+    kept = meta.final_desktop
+    assert kept is not None and kept.kept and kept.holds == ["memory", "devices", "disk"], kept
+    desktop = read(panel.task_dir)
+    assert desktop is not None and desktop.saved.machine is not None
+    machine = desktop.saved.machine
+    assert machine.backing == panel.task_dir / "final-desktop" / "below.qcow2", "the snapshot disk kept with it"
+    assert kept.bytes == machine.bytes < 1 << 30 and kept.save_sec is not None and kept.save_sec < 60
+    assert desktop.base_sha256 == panel.base_sha256 and desktop.last_action == "DONE"
+    assert list((panel.task_dir / ".guest").glob("*.qcow2")) == [], "the attempt's overlay outlived it"
+    assert labelled(panel.run_id) == []
 
 
-def test_setup_canary_on_the_qemu_guest_passes(qemu_guest_disk: Path, tmp_path: Path) -> None:
+def test_its_kept_desktop_regrades_to_the_same_score_without_a_model_call(panel: QemuPanel) -> None:
+    token_log = panel.run_dir / "gateway-tokens.jsonl"
+    before = sha256_of_file(token_log)
+    kept = {path: sha256_of_file(path) for path in (panel.task_dir / "final-desktop").glob("*.*")}
+    done = subprocess.run([sys.executable, "-m", "hcu.osworld.regrade", str(panel.run_dir)], capture_output=True,
+                          text=True, timeout=900, cwd=REPO_ROOT)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    record = read_record(panel.task_dir / "regrade.json", Regrade)
+    assert (record.status, record.score_before, record.score_after) == ("completed", 1.0, 1.0), record
+    assert sha256_of_file(token_log) == before, "no model call: the token log did not grow"
+    assert {path: sha256_of_file(path) for path in kept} == kept, "a regrade never writes the kept desktop"
+    meta = read_record(panel.run_dir / "regrade" / RENAME_TASK / "meta.json", AttemptMeta)
+    assert "state restored" in [step.name for step in meta.guest.readiness]
+    assert labelled(f"{panel.run_id}.regrade") == []
+
+
+def test_open_desktop_serves_the_kept_machine_on_the_bridge_until_ctrl_c(panel: QemuPanel) -> None:
+    opened = subprocess.Popen([sys.executable, "-m", "hcu.osworld.open_desktop", str(panel.run_dir), RENAME_TASK],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO_ROOT)
+    try:
+        lines = [opened.stdout.readline() for _ in range(4)]
+        screen = next(line.split()[1] for line in lines if line.strip().startswith("screen:"))
+        api = next(line.split()[-1] for line in lines if line.strip().startswith("in-guest API:"))
+        host, port = screen.removeprefix("http://").rstrip("/").split(":")
+        assert host == bridge_address(), "served on the Docker bridge only"
+        assert websocket_vnc_greeting(host, int(port)).startswith(b"RFB 003."), "the VM's screen"
+        ls = requests.post(f"{api}/execute", json={"command": "ls ~/Desktop", "shell": True}, timeout=60).json()
+        assert "todo_list_Jan_2" in ls["output"], "the desktop as the agent left it"
+        opened.send_signal(signal.SIGINT)
+        assert opened.wait(timeout=120) == 0, opened.stdout.read()
+    finally:
+        if opened.poll() is None:
+            opened.kill()
+    assert labelled(f"{panel.run_id}.open") == []
+
+
+def canary(disk: Path, out: Path, *extra: str) -> tuple[int, dict]:
     done = subprocess.run(
         [sys.executable, "-m", "hcu.osworld.setup_canary", "--benchmark-version", "v1", "--task-id", RENAME_TASK,
-         "--tasks-dir", str(TASKS_DIR), "--guest-image", str(qemu_guest_disk), *GUEST_FLAGS,
-         "--result-dir", str(tmp_path / "r"), "--run-evaluator", "--offline-assets"],
-        capture_output=True, text=True, timeout=1200, cwd=REPO_ROOT)
-    report = orjson.loads((tmp_path / "r" / "report.json").read_bytes())
+         "--tasks-dir", str(REPO_ROOT / "configs" / "demo-tasks"), "--guest-image", str(disk), *GUEST_FLAGS,
+         "--result-dir", str(out), "--run-evaluator", "--offline-assets", *extra],
+        capture_output=True, text=True, timeout=1500, cwd=REPO_ROOT)
+    report = orjson.loads((out / "report.json").read_bytes())
     assert done.returncode == 0 and report["status"] == "passed", (
         (report.get("error") or done.stderr[-3000:]) + console_tail(report))
-    assert (report["guest_kind"], report["guest_image"], report["volume_size_gb"]) == (
-        "qemu", str(qemu_guest_disk), 64)
-    assert [s["name"] for s in report["readiness"]][-1] == "filesystem grown"
-    assert all(s["ok"] for s in report["readiness"])
-    assert all(s["ok"] for s in report["setup_steps"]) and report["evaluator"]["score"] == 0.0
-    assert list((tmp_path / "r" / "work").glob("*.qcow2")) == []
+    return done.returncode, report
+
+
+def outcome(report: dict) -> tuple:
+    """What a canary found, apart from how its guest started."""
+    return (report["status"], [(s["type"], s["ok"]) for s in report["setup_steps"]], report["evaluator"]["score"],
+            report["guest_kind"], report["volume_size_gb"])
+
+
+def test_setup_canary_from_the_snapshot_and_cold_after_a_restore_fails_finds_the_same(
+        qemu_guest_disk: Path, qemu_snapshot: SnapshotEntry, tmp_path: Path) -> None:
+    """A snapshot whose state does not load (its file replaced, same size) is never used again: the canary boots
+    cold within its boot phase, says why, and finds what the canary from a good snapshot finds."""
+    _, restored = canary(qemu_guest_disk, tmp_path / "restored")
+    steps = [s["name"] for s in restored["readiness"]]
+    assert "state restored" in steps and steps[-1] == "clock set" and all(s["ok"] for s in restored["readiness"])
+    broken = _broken_snapshot(qemu_snapshot, volume_size_gb=63)
+    _, cold = canary(qemu_guest_disk, tmp_path / "cold", "--volume-size", "63")
+    assert outcome(cold)[:3] == outcome(restored)[:3] and outcome(cold)[3] == "qemu"
+    steps = [s["name"] for s in cold["readiness"]]
+    assert "state restored" not in steps and steps[-1] == "filesystem grown", "booted cold"
+    assert restored["guest_start"]["got"] == "snapshot"
+    assert cold["guest_start"]["got"] == "cold" and cold["guest_start"]["reason"].startswith("failed to restore:")
+    assert not (broken / ENTRY_FILE).exists(), "the snapshot that failed is never used again"
+    failures = SnapshotCache().failures(SnapshotConfig.of(qemu_spec(qemu_guest_disk).model_copy(
+        update={"volume_size_gb": 63})))
+    assert len(failures) == 1 and failures[0].startswith("failed to restore:"), failures
+
+
+def _broken_snapshot(entry: SnapshotEntry, *, volume_size_gb: int) -> Path:
+    """A copy of `entry` for another volume size whose state file holds other bytes of the same size: every check
+    before a restore passes, the restore fails."""
+    config = entry.config.model_copy(update={"volume_size_gb": volume_size_gb})
+    folder = SnapshotCache().folder / config.name
+    folder.mkdir()
+    shutil.copyfile(entry.machine.disk, folder / "disk.qcow2")
+    (folder / "state.zst").write_bytes(os.urandom(entry.state_bytes))
+    machine = entry.machine.model_copy(update={"state_file": folder / "state.zst", "disk": folder / "disk.qcow2"})
+    write_record(folder / ENTRY_FILE, entry.model_copy(update={"config": config, "machine": machine}))
+    return folder
+
+
+def test_a_regrade_killed_while_it_restores_leaves_only_what_cleanup_removes(panel: QemuPanel) -> None:
+    """kill -9 of regrade once its guest is being restored: the kept desktop is as it was, no regrade.json is
+    half-written, and `cleanup --run-id <run>.regrade` removes everything the regrade started."""
+    kept = {path: sha256_of_file(path) for path in (panel.task_dir / "final-desktop").glob("*.*")}
+    record = panel.task_dir / "regrade.json"
+    before = record.read_bytes() if record.exists() else None
+    regrade_run = f"{panel.run_id}.regrade"
+    killed = subprocess.Popen([sys.executable, "-m", "hcu.osworld.regrade", str(panel.run_dir)], cwd=REPO_ROOT,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        wait_for(lambda: labelled(regrade_run) or None, timeout_sec=600, what="the regrade's guest")
+    finally:
+        os.killpg(killed.pid, signal.SIGKILL)
+        killed.wait(timeout=60)
+    done = subprocess.run([sys.executable, "-m", "hcu.osworld.cleanup", "--run-id", regrade_run],
+                          capture_output=True, text=True, timeout=300, cwd=REPO_ROOT)
+    assert done.returncode == 0 and "removed container" in done.stdout, done.stdout + done.stderr
+    assert labelled(regrade_run) == []
+    assert (record.read_bytes() if record.exists() else None) == before, "no regrade.json half-written"
+    assert {path: sha256_of_file(path) for path in kept} == kept
+
+
+def test_a_snapshot_build_killed_leaves_nothing_a_later_attempt_would_use(qemu_guest_disk: Path,
+                                                                         tmp_path: Path) -> None:
+    """kill -9 of prepare_guest while it builds a snapshot: no snapshot appears (a later attempt finds it missing
+    and builds its own), and `cleanup` removes the warm-up's guest and the half-built folder."""
+    config = demo_config(tmp_path, "prepare-killed", tasks=[{"id": RENAME_TASK, "task_domain": "os"}],
+                         test_desktop=None, guest_image=str(qemu_guest_disk), guest_docker_image=QEMU_RUNNER_IMAGE,
+                         ram_size=QEMU_GUEST["ram_size"], volume_size=62)
+    run_id = orjson.loads(config.read_bytes())["run_id"]
+    snapshot = SnapshotConfig.of(qemu_spec(qemu_guest_disk).model_copy(update={"volume_size_gb": 62}))
+    cache = SnapshotCache()
+    killed = subprocess.Popen([sys.executable, "-m", "hcu.osworld.prepare_guest", str(config)], cwd=REPO_ROOT,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        wait_for(lambda: labelled(run_id) or None, timeout_sec=600, what="the snapshot's warm-up guest")
+    finally:
+        os.killpg(killed.pid, signal.SIGKILL)
+        killed.wait(timeout=60)
+    assert (cache.folder / f"{snapshot.name}.partial").is_dir(), "the build was under way"
+    assert cache.current(snapshot) == (None, "missing"), "a half-built snapshot is never one"
+    done = subprocess.run([sys.executable, "-m", "hcu.osworld.cleanup", "--run-id", run_id], capture_output=True,
+                          text=True, timeout=300, cwd=REPO_ROOT)
+    assert done.returncode == 0 and "removed snapshot build" in done.stdout, done.stdout + done.stderr
+    assert labelled(run_id) == [] and not (cache.folder / f"{snapshot.name}.partial").exists()

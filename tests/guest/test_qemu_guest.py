@@ -7,12 +7,9 @@ Both guests start once, together, for the whole module; each test leaves them us
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import http.server
-import os
 import re
-import socket
 import subprocess
 import threading
 import time
@@ -38,6 +35,7 @@ from hcu.osworld.guest_state.start import StartRecord, start
 from hcu.osworld.records.identity import AttemptId
 from hcu.record_io import sha256_of_file
 from tests.guest.conftest import QEMU_RUNNER_IMAGE, qemu_spec
+from tests.guest.vnc import websocket_vnc_greeting
 from tests.guest.waiting import wait_for
 
 pytestmark = [pytest.mark.docker, pytest.mark.kvm, pytest.mark.timeout(1200)]  # the first test waits for the boot
@@ -225,7 +223,7 @@ def test_cdp_vlc_and_vnc_ports_reach_the_guest(pair: Pair) -> None:
         answer = wait_for(lambda url=url: _get_text(url), timeout_sec=120, what=f"the guest's {name} port")
         assert answer == f"{name}-in-the-guest\n"
     # 8006: the VM's screen, VNC over WebSocket (the official image serves noVNC there)
-    assert _websocket_vnc_greeting(guest.host, guest.ports.vnc).startswith(b"RFB 003.")
+    assert websocket_vnc_greeting(guest.host, guest.ports.vnc).startswith(b"RFB 003.")
 
 
 def test_a_password_the_vm_refuses_is_a_configuration_error_naming_client_password(pair: Pair) -> None:
@@ -279,24 +277,3 @@ def _get_text(url: str) -> str | None:
         if response.status_code == 200:
             return response.text
     return None
-
-
-def _websocket_vnc_greeting(host: str, port: int) -> bytes:
-    """Open a WebSocket (binary subprotocol) and return the payload of the server's first frame."""
-    key = base64.b64encode(os.urandom(16)).decode()
-    request = (f"GET / HTTP/1.1\r\nHost: {host}:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-               f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: binary\r\n\r\n")
-    with socket.create_connection((host, port), timeout=30) as sock:
-        sock.sendall(request.encode())
-        data = b""
-        while b"\r\n\r\n" not in data:
-            data += sock.recv(4096) or b"!"
-            assert not data.endswith(b"!"), "the connection closed during the handshake"
-        head, frame = data.split(b"\r\n\r\n", 1)
-        assert head.startswith(b"HTTP/1.1 101"), head[:200]
-        while len(frame) < 2 + 12:
-            more = sock.recv(4096)
-            assert more, "the connection closed before the VNC greeting"
-            frame += more
-    length = frame[1] & 0x7F
-    return frame[2:2 + length]

@@ -133,3 +133,15 @@ def test_the_runner_boots_with_kvm_unless_asked_for_tcg(qemu_guest_disk: Path) -
     with runner(QEMU_RUNNER_IMAGE, **common) as container:
         log = wait_for_log(container, "hcu-qemu: booting")
         assert "KVM=N: booting with TCG" in log and "accel=tcg" in log
+
+
+@pytest.mark.docker
+@pytest.mark.kvm
+def test_the_uefi_runner_starts_debians_ovmf(make_qcow2) -> None:
+    """`:uefi-tcg` boots with Debian's OVMF (the official Ubuntu qcow2 boots by UEFI only): on an empty disk the
+    firmware comes up and reports it found nothing to boot, on the serial console that is the container's log."""
+    empty = make_qcow2("empty.qcow2", "1G")
+    with runner(f"{QEMU_RUNNER_REPO}:uefi-tcg", devices=["/dev/kvm:/dev/kvm:rwm"], cap_add=["NET_ADMIN"],
+                volumes=disk(empty), environment={"RAM_SIZE": "1G", "DISK_SIZE": "1G"}) as container:
+        log = wait_for_log(container, "BdsDxe", timeout_sec=300)
+        assert "firmware=uefi" in log

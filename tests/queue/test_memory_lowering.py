@@ -20,9 +20,12 @@ def peak_from(events: list[dict], since: float) -> int:
     return peak
 
 
-def test_a_guest_out_of_memory_lowers_how_many_attempts_run_at_once(make_panel):
+def test_a_guest_out_of_memory_lowers_how_many_attempts_run_at_once(make_panel, tmp_path):
+    # t0 and t1 end only once t2 has started: three at once, however busy the machine
+    third = str(tmp_path / "t2-started")
     panel = make_panel([f"t{i}" for i in range(6)], max_active_tasks=3, sleep_sec=(0.4, 0.6),
-                       outcomes={"t0": [OUT_OF_MEMORY, {}]})
+                       outcomes={"t0": [OUT_OF_MEMORY, {}]},
+                       scenario={"signal_file": {"t2": third}, "wait_file": {"t0": third, "t1": third}})
     assert panel.run() == {f"t{i}": "finished" for i in range(6)}
     set_aside = [e for e in panel.queue_events() if e["event"] == "set_aside"]
     assert [(e["task_id"], e["classification"]) for e in set_aside] == [("t0", "guest_memory")]

@@ -90,7 +90,8 @@ def run_task(tmp_path: Path) -> RunFn:
                  "--agent", agent, "--max-model-calls", str(max_model_calls), "--token-log", str(token_log),
                  "--gateway", stack.gateway_url, "--result-dir", str(result_dir), "--run-id", unique_run_id("e2e"),
                  "--timeout-seconds", "600", "--no-progress-seconds", "120", "--offline-assets",
-                 "--scope-key-file", str(key_file), "--settle-seconds", "1", *extra_args],
+                 "--scope-key-file", str(key_file), "--settle-seconds", "1",
+                 "--keep-final-desktop", "none", *extra_args],  # keeping is tested where it is the point
                 capture_output=True, text=True, timeout=timeout, cwd=REPO_ROOT)
         log = proc.stdout + proc.stderr
         assert (result_dir / "result.json").is_file(), log[-3000:]

@@ -168,14 +168,16 @@ def run_phases(state: S, phases: Sequence[Phase[S]], closing: Sequence[Phase[S]]
                 for name in phase.needs:
                     if name in beside:
                         current = beside[name].phase  # what it raised, or its overrun, is its failure
-                        beside.pop(name).wait(state, log_)
+                        beside[name].wait(state, log_)
+                        del beside[name]  # only once it ended: one the attempt ends while it waits is abandoned
                 current = phase
                 timeout = phase.deadline_sec(state) if phase.deadline_sec else 0.0
                 with log_.phase(phase.name, timeout_sec=timeout, overrun=phase.overrun):
                     phase.run(state)
             for name in list(beside):
                 current = beside[name].phase
-                beside.pop(name).wait(state, log_)
+                beside[name].wait(state, log_)
+                del beside[name]
     except BaseException as exc:  # whatever ended it: recorded; a SystemExit or KeyboardInterrupt goes on too
         failure = translate(exc, current.failure if current else "runner")
         ended_by = f"{type(exc).__name__}: {exc}"

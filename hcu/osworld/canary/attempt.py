@@ -37,6 +37,7 @@ from hcu.osworld.errors import (
 )
 from hcu.osworld.guest.kinds import kind_for
 from hcu.osworld.guest.readiness import ReadinessStep
+from hcu.osworld.guest_state.start import StartRecord
 from hcu.osworld.osworld_bridge.evaluate import EvalResult
 from hcu.osworld.osworld_bridge.process import OSWorldProcess
 from hcu.osworld.osworld_bridge.setup import SetupStepRecord
@@ -84,6 +85,9 @@ class CanaryReport(Record):
     stand_ins: bool = False
     """The task's files were generated stand-ins (`--asset-stand-ins`), not the real ones."""
     readiness: list[ReadinessStep] = []
+    guest_start: StartRecord | None = None
+    """How the guest started: restored from this host's snapshot or booted cold, and why cold when a snapshot was
+    asked for."""
     console_log: str | None = None
     """The guest's log tail (its serial console, for a VM), kept when it did not become ready."""
     setup_steps: list[SetupStepRecord] = []
@@ -184,6 +188,7 @@ def _report(state: CanaryAttempt, failure: Failure | None, phases: list[PhaseTim
         desktop_env=meta.osworld.desktop_env, osworld_python=meta.osworld.python, hcu=meta.osworld.hcu,
         stand_ins=bool(state.assets and state.assets.stand_ins),
         readiness=meta.guest.readiness if meta.guest else [],
+        guest_start=meta.guest.start if meta.guest else None,
         console_log=meta.guest.console_log if meta.guest else None,
         setup_steps=meta.setup_steps, mcp_probe=meta.mcp_probe, evaluator=state.evaluation,
         failure_classification=failure.classification if failure else None,
