@@ -15,7 +15,9 @@ import tempfile
 
 import pytest
 
-from hcu.osworld.guest.state_dir import STATE_DIR_ENV
+from hcu.osworld.guest.state_dir import STATE_DIR_ENV, state_dir
+from hcu.osworld.guest_state import kept
+from hcu.osworld.records.identity import LABEL_MANAGED
 from tests.demo_panel import demo_run  # noqa: F401  (the demo, run once per session for the tests that read it)
 
 WORKER_ENV = "PYTEST_XDIST_WORKER"
@@ -27,6 +29,13 @@ def pytest_configure(config: pytest.Config) -> None:
     # Set before any test (or subprocess it starts) asks for the state directory; children and workers inherit it.
     if WORKER_ENV not in os.environ:
         os.environ[STATE_DIR_ENV] = tempfile.mkdtemp(prefix="hcu-test-state-")
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """The session's kept final desktops (a test desktop's are images of a few hundred MB each) go with it: they
+    are registered in the session's own state directory, so nothing of another run is touched."""
+    if WORKER_ENV not in os.environ and (state_dir() / kept.LEDGER).exists():
+        kept.remove_matching({LABEL_MANAGED: "1"}, kept_too=True)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

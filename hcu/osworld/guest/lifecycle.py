@@ -69,9 +69,11 @@ class Guest:
     def overlay(self) -> Path | None:
         return self.files.overlay
 
-    def save_desktop(self, *, timeout_sec: float) -> SavedDesktop:
-        """Save this guest's desktop as it is now (the kind says what that holds); it goes on running."""
-        return self.spec.guest_kind.save_desktop(self, self.attempt.labels(), timeout_sec=timeout_sec)
+    def save_desktop(self, *, timeout_sec: float, labels: dict[str, str] | None = None) -> SavedDesktop:
+        """Save this guest's desktop as it is now (the kind says what that holds), labelled with the attempt's
+        labels and `labels`; it goes on running."""
+        return self.spec.guest_kind.save_desktop(self, {**self.attempt.labels(), **(labels or {})},
+                                                 timeout_sec=timeout_sec)
 
 
 @dataclass

@@ -30,7 +30,7 @@ from hcu.osworld.errors import HcuOSWorldError
 from hcu.osworld.guest.docker_engine import docker_client, engine_calls
 from hcu.osworld.guest.kinds import KEPT_IMAGE_REPOSITORY, KindName, SavedDesktop
 from hcu.osworld.guest.lifecycle import Guest
-from hcu.osworld.guest.state_dir import locked_table
+from hcu.osworld.guest.state_dir import locked_table, state_dir
 from hcu.osworld.osworld_bridge.tasks import TaskDefinition
 from hcu.osworld.records.identity import LABEL_RUN_ID, AttemptId
 from hcu.record_io import Record, read_record, write_record
@@ -38,6 +38,8 @@ from hcu.record_io import Record, read_record, write_record
 FOLDER = "final-desktop"
 DESKTOP_FILE = "desktop.json"
 LEDGER = "kept-desktops.json"
+LABEL_LEDGER = "hcu.kept_ledger"
+"""On a kept desktop's image: the state dir whose ledger lists it (cleanup removes only its own unlisted ones)."""
 GIB = 1 << 30
 
 
@@ -110,7 +112,7 @@ def save(guest: Guest, folder: Path | None, mode: KeepFinalDesktop, budget_gb: f
     if free < GUEST_STATE.min_free_disk_gb * GIB:
         return f"only {free / GIB:.1f} GiB free on the results' disk"
     try:
-        return guest.save_desktop(timeout_sec=GUEST_STATE.save_timeout_sec)
+        return guest.save_desktop(timeout_sec=GUEST_STATE.save_timeout_sec, labels={LABEL_LEDGER: str(state_dir())})
     except (HcuOSWorldError, OSError) as exc:  # a full disk among them: the attempt goes on unkept
         return f"saving failed: {exc}"
 
@@ -169,10 +171,12 @@ def remove_matching(labels: dict[str, str], *, kept_too: bool) -> list[str]:
 
 
 def _remove_unlisted_images(labels: dict[str, str]) -> list[str]:
-    """Images of kept test desktops matching `labels` that no kept desktop names (a save cut short)."""
+    """Images of kept test desktops matching `labels`, saved for this state dir's ledger, that it does not name (a
+    save cut short)."""
     with locked_table(LEDGER, LedgerEntry) as ledger:
         listed = {entry.image for entry in ledger.values()}
-    filters = {"label": [f"{k}={v}" for k, v in labels.items()], "reference": KEPT_IMAGE_REPOSITORY}
+    mine = {**labels, LABEL_LEDGER: str(state_dir())}
+    filters = {"label": [f"{k}={v}" for k, v in mine.items()], "reference": KEPT_IMAGE_REPOSITORY}
     removed = []
     with engine_calls("kept desktop images"), contextlib.closing(docker_client()) as client:
         for image in client.images.list(filters=filters):
