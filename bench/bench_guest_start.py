@@ -54,7 +54,7 @@ def timed_starts(run_id: str, work: Path, asked: str) -> list[float]:
     for n in range(1, ROUNDS + 1):
         started = time.monotonic()
         guest, record = start(SPEC, AttemptId(run_id=run_id, task_id=asked, attempt=n), asked=asked, cache_dir=None,
-                              work_dir=work, deadline=started + TIMEOUT_SEC, boot=BootRecord(),
+                              work_dir=work, boot_timeout_sec=TIMEOUT_SEC, boot=BootRecord(),
                               progress_file=work / "progress.json", save_dir=None)
         seconds.append(time.monotonic() - started)
         assert record.got == asked, record
@@ -66,7 +66,7 @@ def keep_cost(run_id: str, work: Path) -> tuple[float, int]:
     save_dir = work / "keep"
     save_dir.mkdir()
     guest, _ = start(SPEC, AttemptId(run_id=run_id, task_id="keep", attempt=1), asked="snapshot", cache_dir=None,
-                     work_dir=work, deadline=time.monotonic() + TIMEOUT_SEC, boot=BootRecord(),
+                     work_dir=work, boot_timeout_sec=TIMEOUT_SEC, boot=BootRecord(),
                      progress_file=work / "progress.json", save_dir=save_dir)
     try:
         guest.api.execute("head -c 50M /dev/urandom > ~/Desktop/work.bin; (nohup xterm >/dev/null 2>&1 &); sleep 3",

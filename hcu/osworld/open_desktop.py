@@ -18,8 +18,7 @@ from hcu.flags import OneLineParser
 from hcu.osworld.errors import HcuOSWorldError
 from hcu.osworld.guest.kinds import GuestSpec
 from hcu.osworld.guest.lifecycle import remove_guest, start_guest
-from hcu.osworld.records.identity import AttemptId
-from hcu.osworld.regrading.run import REGRADE_DIR, RegradeRefused, kept_attempts, load_run
+from hcu.osworld.regrading.run import REGRADE_DIR, RegradeRefused, kept_attempts, load_run, regrade_guest
 from hcu.osworld.summarize import positive
 
 
@@ -43,9 +42,8 @@ def main(argv: list[str] | None = None) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     try:
-        guest = start_guest(GuestSpec.for_settings(settings), AttemptId(
-            run_id=f"{config.run_id}.open", task_id=item.task.id, repeat=item.repeat, attempt=1), work_dir=work,
-            restore=item.desktop.saved, boot_timeout_sec=settings.timeout_seconds or float("inf"))
+        guest = start_guest(GuestSpec.for_settings(settings), regrade_guest(config, item, "open"), work_dir=work,
+                            restore=item.desktop.saved, boot_timeout_sec=settings.timeout_seconds or float("inf"))
     except HcuOSWorldError as exc:
         print(f"open_desktop: {args.task_id}: the desktop could not be restored: {exc}", file=sys.stderr)
         shutil.rmtree(work, ignore_errors=True)

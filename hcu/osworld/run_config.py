@@ -322,6 +322,18 @@ def validate_config(data: object, config_path: Path) -> RunConfig:
         raise ConfigError(f"{config_path}: {describe_error(exc)}") from None
 
 
+def stored_config(run_dir: Path) -> RunConfig:
+    """A run directory's stored config (config.json, resolved when it was written); ConfigError in one line when
+    there is none or it does not read (the tools that read a finished run wrap it in their own)."""
+    path = run_dir / "config.json"
+    try:
+        return validate_config(orjson.loads(path.read_bytes()), path)
+    except FileNotFoundError:
+        raise ConfigError(f"{run_dir}: no config.json (not a run directory)") from None
+    except orjson.JSONDecodeError as exc:
+        raise ConfigError(f"{path}: not valid JSON ({exc})") from None
+
+
 def parse_config(data: object, config_path: Path) -> RunConfig:
     """Validate and resolve an already-parsed JSON value; ConfigError on anything that cannot run."""
     config = validate_config(data, config_path)

@@ -13,6 +13,7 @@ import shutil
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from hcu.demo.stand_in import free_port
 from hcu.osworld.attempt.meta import AttemptMeta
 from hcu.osworld.guest.bridge import bridge_address
 from hcu.osworld.guest.docker_engine import docker_client
+from hcu.osworld.guest.removal import cleanup
 from hcu.osworld.guest_state.kept import read
 from hcu.osworld.guest_state.snapshots import ENTRY_FILE, SnapshotCache, SnapshotConfig, SnapshotEntry
 from hcu.osworld.records.regrade import Regrade
@@ -115,7 +117,8 @@ def test_the_panel_scores_one_from_a_snapshot_start_and_keeps_the_whole_machine(
     assert desktop is not None and desktop.saved.machine is not None
     machine = desktop.saved.machine
     assert machine.backing == panel.task_dir / "final-desktop" / "below.qcow2", "the snapshot disk kept with it"
-    assert kept.bytes == machine.bytes < 1 << 30 and kept.save_sec is not None and kept.save_sec < 60
+    assert kept.bytes == machine.bytes == sum(path.stat().st_size for path in (machine.disk, machine.state_file))
+    assert kept.save_sec == machine.seconds > 0
     assert desktop.base_sha256 == panel.base_sha256 and desktop.last_action == "DONE"
     assert list((panel.task_dir / ".guest").glob("*.qcow2")) == [], "the attempt's overlay outlived it"
     assert labelled(panel.run_id) == []
@@ -154,6 +157,7 @@ def test_open_desktop_serves_the_kept_machine_on_the_bridge_until_ctrl_c(panel: 
     finally:
         if opened.poll() is None:
             opened.kill()
+            cleanup(run_id=f"{panel.run_id}.open")  # what the killed command could not remove
     assert labelled(f"{panel.run_id}.open") == []
 
 
@@ -161,7 +165,7 @@ def canary(disk: Path, out: Path, *extra: str) -> tuple[int, dict]:
     done = subprocess.run(
         [sys.executable, "-m", "hcu.osworld.setup_canary", "--benchmark-version", "v1", "--task-id", RENAME_TASK,
          "--tasks-dir", str(REPO_ROOT / "configs" / "demo-tasks"), "--guest-image", str(disk), *GUEST_FLAGS,
-         "--result-dir", str(out), "--run-evaluator", "--offline-assets", *extra],
+         "--result-dir", str(out), "--run-evaluator", "--offline-assets", "--boot-timeout", "900", *extra],
         capture_output=True, text=True, timeout=1500, cwd=REPO_ROOT)
     report = orjson.loads((out / "report.json").read_bytes())
     assert done.returncode == 0 and report["status"] == "passed", (
@@ -208,6 +212,32 @@ def _broken_snapshot(entry: SnapshotEntry, *, volume_size_gb: int) -> Path:
     return folder
 
 
+@dataclass
+class Cleaned:
+    returncode: int
+    stdout: str
+    stderr: str
+    before_cleanup: object
+    """What `before_cleanup` said once the command was killed, before cleanup ran."""
+
+
+def kill_once_its_guest_runs(command: list[str], run_id: str, before_cleanup: Callable[[], object] = lambda: None,
+                             ) -> Cleaned:
+    """`python -m COMMAND` killed with SIGKILL (its whole session) once a guest labelled `run_id` exists, then
+    `cleanup --run-id run_id`."""
+    killed = subprocess.Popen([sys.executable, "-m", *command], cwd=REPO_ROOT, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        wait_for(lambda: labelled(run_id) or None, timeout_sec=600, what=f"the guest of {command[0]}")
+    finally:
+        os.killpg(killed.pid, signal.SIGKILL)
+        killed.wait(timeout=60)
+    seen = before_cleanup()
+    done = subprocess.run([sys.executable, "-m", "hcu.osworld.cleanup", "--run-id", run_id], capture_output=True,
+                          text=True, timeout=300, cwd=REPO_ROOT)
+    return Cleaned(done.returncode, done.stdout, done.stderr, seen)
+
+
 def test_a_regrade_killed_while_it_restores_leaves_only_what_cleanup_removes(panel: QemuPanel) -> None:
     """kill -9 of regrade once its guest is being restored: the kept desktop is as it was, no regrade.json is
     half-written, and `cleanup --run-id <run>.regrade` removes everything the regrade started."""
@@ -215,15 +245,7 @@ def test_a_regrade_killed_while_it_restores_leaves_only_what_cleanup_removes(pan
     record = panel.task_dir / "regrade.json"
     before = record.read_bytes() if record.exists() else None
     regrade_run = f"{panel.run_id}.regrade"
-    killed = subprocess.Popen([sys.executable, "-m", "hcu.osworld.regrade", str(panel.run_dir)], cwd=REPO_ROOT,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    try:
-        wait_for(lambda: labelled(regrade_run) or None, timeout_sec=600, what="the regrade's guest")
-    finally:
-        os.killpg(killed.pid, signal.SIGKILL)
-        killed.wait(timeout=60)
-    done = subprocess.run([sys.executable, "-m", "hcu.osworld.cleanup", "--run-id", regrade_run],
-                          capture_output=True, text=True, timeout=300, cwd=REPO_ROOT)
+    done = kill_once_its_guest_runs(["hcu.osworld.regrade", str(panel.run_dir)], regrade_run)
     assert done.returncode == 0 and "removed container" in done.stdout, done.stdout + done.stderr
     assert labelled(regrade_run) == []
     assert (record.read_bytes() if record.exists() else None) == before, "no regrade.json half-written"
@@ -240,16 +262,9 @@ def test_a_snapshot_build_killed_leaves_nothing_a_later_attempt_would_use(qemu_g
     run_id = orjson.loads(config.read_bytes())["run_id"]
     snapshot = SnapshotConfig.of(qemu_spec(qemu_guest_disk).model_copy(update={"volume_size_gb": 62}))
     cache = SnapshotCache()
-    killed = subprocess.Popen([sys.executable, "-m", "hcu.osworld.prepare_guest", str(config)], cwd=REPO_ROOT,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    try:
-        wait_for(lambda: labelled(run_id) or None, timeout_sec=600, what="the snapshot's warm-up guest")
-    finally:
-        os.killpg(killed.pid, signal.SIGKILL)
-        killed.wait(timeout=60)
-    assert (cache.folder / f"{snapshot.name}.partial").is_dir(), "the build was under way"
-    assert cache.current(snapshot) == (None, "missing"), "a half-built snapshot is never one"
-    done = subprocess.run([sys.executable, "-m", "hcu.osworld.cleanup", "--run-id", run_id], capture_output=True,
-                          text=True, timeout=300, cwd=REPO_ROOT)
+    partial = cache.folder / f"{snapshot.name}.partial"
+    done = kill_once_its_guest_runs(["hcu.osworld.prepare_guest", str(config)], run_id,
+                                    before_cleanup=lambda: partial.is_dir() and cache.current(snapshot))
+    assert done.before_cleanup == (None, "missing"), "the build was under way; a half-built snapshot is never one"
     assert done.returncode == 0 and "removed snapshot build" in done.stdout, done.stdout + done.stderr
-    assert labelled(run_id) == [] and not (cache.folder / f"{snapshot.name}.partial").exists()
+    assert labelled(run_id) == [] and not partial.exists()

@@ -20,6 +20,7 @@ import requests
 
 from hcu import REPO_ROOT
 from hcu.osworld.attempt.meta import AttemptMeta
+from hcu.osworld.guest.removal import cleanup
 from hcu.osworld.guest_state.kept import read
 from hcu.osworld.records.regrade import Regrade
 from hcu.osworld.summary.run_summary import summarize
@@ -122,6 +123,7 @@ def test_open_desktop_serves_the_kept_desktop_until_ctrl_c_then_removes_it(demo_
     finally:
         if opened.poll() is None:
             opened.kill()
+            cleanup(run_id=f"{orjson.loads((run_dir / 'config.json').read_bytes())['run_id']}.open")
     run_id = orjson.loads((run_dir / "config.json").read_bytes())["run_id"]
     with contextlib.closing(docker.from_env(timeout=60)) as client:
         left = client.containers.list(all=True, filters={"label": f"hcu.run_id={run_id}.open"})

@@ -10,7 +10,6 @@ call starts a fresh one).
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 from concurrent.futures import Future, wait
 from dataclasses import dataclass, field
@@ -112,7 +111,7 @@ def boot(state: AttemptState[GuestAttemptSettings]) -> None:
     try:
         state.guest, start = guest_start.start(
             spec, state.attempt, asked=s.guest_start, cache_dir=s.snapshot_cache, work_dir=state.guest_dir,
-            deadline=time.monotonic() + state.boot_timeout_sec, boot=boot, save_dir=state.save_dir,
+            boot_timeout_sec=state.boot_timeout_sec, boot=boot, save_dir=state.save_dir,
             progress_file=state.result_dir / "progress.json")  # where a memory wait shows
     except BaseException:  # where the boot stopped
         state.meta.guest.readiness, state.meta.guest.console_log = list(boot.readiness), boot.console_log

@@ -82,6 +82,10 @@ class Monitor:
     def close(self) -> None:
         with contextlib.suppress(MonitorError, EOFError, OSError):
             self._run(self._client.disconnect(), CALL_TIMEOUT_SEC, "disconnect")
+        left = asyncio.all_tasks(self._loop)  # a connection QEMU dropped leaves the client's own tasks behind
+        for task in left:
+            task.cancel()
+        self._loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
         self._loop.close()
 
     def __enter__(self) -> Monitor:

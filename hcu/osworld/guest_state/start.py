@@ -40,12 +40,15 @@ class StartRecord(BaseModel):
 
 
 def start(spec: GuestSpec, attempt: AttemptId, *, asked: GuestStart, cache_dir: Path | None, work_dir: Path,
-          deadline: float, boot: BootRecord, progress_file: Path, save_dir: Path | None) -> tuple[Guest, StartRecord]:
-    """The attempt's guest, started as asked where it can be, and the record of how."""
+          boot_timeout_sec: float, boot: BootRecord, progress_file: Path, save_dir: Path | None,
+          ) -> tuple[Guest, StartRecord]:
+    """The attempt's guest, started as asked where it can be, and the record of how. Each way of starting (a
+    snapshot's build, its restore, a cold boot after it failed) has `boot_timeout_sec` of its own; the boot
+    phase's deadline bounds them all."""
 
     def boot_cold(record: StartRecord) -> tuple[Guest, StartRecord]:
-        guest = start_guest(spec, attempt, work_dir=work_dir, boot_timeout_sec=deadline - time.monotonic(),
-                            boot=boot, progress_file=progress_file, save_dir=save_dir)
+        guest = start_guest(spec, attempt, work_dir=work_dir, boot_timeout_sec=boot_timeout_sec, boot=boot,
+                            progress_file=progress_file, save_dir=save_dir)
         return guest, record
 
     if asked == "cold":
@@ -54,16 +57,15 @@ def start(spec: GuestSpec, attempt: AttemptId, *, asked: GuestStart, cache_dir: 
     if refusal is not None:
         return boot_cold(StartRecord(asked=asked, got="cold", reason=refusal))
     cache = SnapshotCache(cache_dir)
-    lookup = cache.ensure(spec, attempt, deadline=deadline)
+    lookup = cache.ensure(spec, attempt, deadline=time.monotonic() + boot_timeout_sec)
     if lookup.entry is None:
         return boot_cold(StartRecord(asked=asked, got="cold", reason=lookup.reason))
     entry = lookup.entry
     name = f"{entry.config.name}/{entry.id}"
     restoring = BootRecord()
     try:
-        guest = start_guest(spec, attempt, work_dir=work_dir, boot_timeout_sec=deadline - time.monotonic(),
-                            boot=restoring, progress_file=progress_file, save_dir=save_dir,
-                            restore=entry.saved_desktop())
+        guest = start_guest(spec, attempt, work_dir=work_dir, boot_timeout_sec=boot_timeout_sec, boot=restoring,
+                            progress_file=progress_file, save_dir=save_dir, restore=entry.saved_desktop())
     except GuestError as exc:  # a deadline or a stop signal passes: the attempt ends as it would on any boot
         cache.restore_failed(entry, f"failed to restore: {exc}")
         return boot_cold(StartRecord(asked=asked, got="cold", reason=f"failed to restore: {exc}", snapshot=name,

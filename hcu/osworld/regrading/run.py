@@ -8,10 +8,9 @@ have, or a selection without a kept desktop is refused in one line (RegradeRefus
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
-
-import orjson
 
 from hcu.osworld.errors import HcuOSWorldError
 from hcu.osworld.guest_state import kept
@@ -22,7 +21,7 @@ from hcu.osworld.records.layout import REGRADE_FILE, RESULT_FILE
 from hcu.osworld.records.regrade import Regrade
 from hcu.osworld.records.result import TaskResult
 from hcu.osworld.regrading.attempt import RegradeSettings, regrade
-from hcu.osworld.run_config import ConfigError, RunConfig, TaskSpec, validate_config
+from hcu.osworld.run_config import ConfigError, RunConfig, TaskSpec, stored_config
 from hcu.record_io import read_record, write_atomic, write_record
 
 REGRADE_DIR = "regrade"
@@ -44,13 +43,10 @@ class KeptAttempt:
 
 
 def load_run(run_dir: Path) -> RunConfig:
-    path = run_dir / "config.json"
     try:
-        return validate_config(orjson.loads(path.read_bytes()), path)
-    except FileNotFoundError:
-        raise RegradeRefused(f"{run_dir}: no config.json (not a run directory)") from None
-    except (orjson.JSONDecodeError, ConfigError) as exc:
-        raise RegradeRefused(f"{path}: {exc}") from None
+        return stored_config(run_dir)
+    except ConfigError as exc:
+        raise RegradeRefused(str(exc)) from None
 
 
 def kept_attempts(config: RunConfig, task_ids: list[str] | None) -> list[KeptAttempt]:
@@ -82,7 +78,7 @@ def regrade_run(config: RunConfig, attempts: list[KeptAttempt], *, stops: StopSi
     work = config.run_dir / REGRADE_DIR
 
     def one(item: KeptAttempt) -> Regrade:
-        guest_id = AttemptId(run_id=f"{config.run_id}.regrade", task_id=item.task.id, repeat=item.repeat, attempt=1)
+        guest_id = regrade_guest(config, item, "regrade")
         settings = RegradeSettings.of(config.task_settings(item.task))
         if osworld_python is not None:
             settings = settings.model_copy(update={"osworld_python": osworld_python})
@@ -98,6 +94,12 @@ def regrade_run(config: RunConfig, attempts: list[KeptAttempt], *, stops: StopSi
         records.append(one(item))
     write_atomic(work / "summary.md", summary_text(config, records).encode())
     return records
+
+
+def regrade_guest(config: RunConfig, item: KeptAttempt, use: str) -> AttemptId:
+    """The identity of a guest restored from `item` for `use` (regrade, open): labelled `<run>.<use>` for
+    cleanup, numbered by this process, so two commands on one run at once never take each other's guest."""
+    return AttemptId(run_id=f"{config.run_id}.{use}", task_id=item.task.id, repeat=item.repeat, attempt=os.getpid())
 
 
 def summary_text(config: RunConfig, records: list[Regrade]) -> str:

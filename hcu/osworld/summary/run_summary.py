@@ -18,13 +18,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Literal
 
-import orjson
-
 from hcu.defaults import RETRIES
 from hcu.osworld.errors import LIMIT_TERMINATIONS, POLICIES, HcuOSWorldError, policy_for
 from hcu.osworld.records.manifest import REPEAT_POLICY
 from hcu.osworld.records.sweep_file import SweepFile, SweepUnreadable, read_sweep
-from hcu.osworld.run_config import ConfigError, RunConfig, validate_config
+from hcu.osworld.run_config import ConfigError, RunConfig, stored_config
 from hcu.osworld.summary.baseline import baseline_figures, untouched_of
 from hcu.osworld.summary.compare import compare
 from hcu.osworld.summary.cost import CostFigures, cost_figures
@@ -78,13 +76,8 @@ class SummaryError(HcuOSWorldError):
 
 def load_run_config(run_dir: Path) -> RunConfig:
     """The run's stored config; a bad one is refused in run_queue's own line, naming the key."""
-    path = run_dir / "config.json"
     try:
-        return validate_config(orjson.loads(path.read_bytes()), path)
-    except FileNotFoundError:
-        raise SummaryError(f"{run_dir}: no config.json (not a run directory)") from None
-    except orjson.JSONDecodeError as exc:
-        raise SummaryError(f"{path}: not valid JSON ({exc})") from None
+        return stored_config(run_dir)
     except ConfigError as exc:
         raise SummaryError(str(exc)) from None
 
