@@ -85,7 +85,8 @@ class Monitor:
         left = asyncio.all_tasks(self._loop)  # a connection QEMU dropped leaves the client's own tasks behind
         for task in left:
             task.cancel()
-        self._loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
+        if left:
+            self._loop.run_until_complete(asyncio.wait(left))
         self._loop.close()
 
     def __enter__(self) -> Monitor:
