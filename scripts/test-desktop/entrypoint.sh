@@ -4,6 +4,12 @@
 # session and the in-guest API server as `user`. RAM_SIZE, CPU_CORES, DISK_SIZE, /dev/kvm and
 # /System.qcow2 belong to the official QEMU guest's contract and are accepted and ignored here.
 set -eu
+# A desktop started again from a kept image (committed from a running container: a kept final desktop) finds
+# what its last session left: the X server's lock and socket, the session's runtime folder, the system bus's pid
+# and the marker below. A container's first start has none of them; in the QEMU guest (not PID 1) /run is new.
+if [ "$$" = 1 ]; then
+  rm -rf /tmp/.X0-lock /tmp/.X11-unix /run/user/1000 /run/dbus /run/systemd/system
+fi
 HCU_T0_NS=$(date +%s%N)
 export HCU_T0_NS
 echo "$(date +%T.%N) entrypoint start" >/tmp/hcu-session.log
