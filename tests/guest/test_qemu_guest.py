@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import http.server
 import re
+import shutil
 import subprocess
 import threading
 import uuid
@@ -29,10 +30,10 @@ from hcu.osworld.guest.lifecycle import BootRecord, Guest, remove_guest, start_g
 from hcu.osworld.guest.overlay import image_info
 from hcu.osworld.guest.readiness import GIB, MIN_GROWN_FRACTION, check_sudo, clock_difference
 from hcu.osworld.guest.removal import cleanup
-from hcu.osworld.guest_state.snapshots import SnapshotEntry
+from hcu.osworld.guest_state.snapshots import SnapshotCache, SnapshotEntry
 from hcu.osworld.guest_state.start import StartRecord, start
 from hcu.osworld.records.identity import AttemptId
-from hcu.record_io import sha256_of_file
+from hcu.record_io import sha256_of_file, write_record
 from tests.guest.conftest import QEMU_RUNNER_IMAGE, qemu_spec
 from tests.guest.vnc import websocket_vnc_greeting
 from tests.guest.waiting import wait_for
@@ -276,3 +277,27 @@ def _get_text(url: str) -> str | None:
         if response.status_code == 200:
             return response.text
     return None
+
+
+def test_a_torn_or_stale_snapshot_is_never_current(qemu_snapshot: SnapshotEntry, tmp_path: Path) -> None:
+    """A snapshot whose file is not the size it was saved with is torn, one whose runner image or base image
+    changed is stale: neither is used (the attempt that finds it builds it again, and says why)."""
+    cache = SnapshotCache(tmp_path / "cache")
+    assert cache.current(qemu_snapshot.config) == (None, "missing")
+
+    def planted(**changes: object) -> SnapshotEntry:
+        folder = cache.folder / qemu_snapshot.config.name
+        shutil.rmtree(folder, ignore_errors=True)
+        shutil.copytree(qemu_snapshot.machine.state_file.parent, folder)
+        machine = qemu_snapshot.machine.model_copy(update={"state_file": folder / "state.zst",
+                                                           "disk": folder / "disk.qcow2"})
+        entry = qemu_snapshot.model_copy(update={"machine": machine, **changes})
+        write_record(folder / "entry.json", entry)
+        return entry
+
+    assert cache.current(planted().config)[0] is not None, "a faithful copy is current"
+    assert cache.current(planted(state_bytes=qemu_snapshot.state_bytes - 1).config)[1].startswith(
+        "torn: state.zst is missing or not the size it was saved with")
+    assert cache.current(planted(runner_image_id="sha256:" + "0" * 64).config)[1].startswith(
+        f"stale: the runner image {QEMU_RUNNER_IMAGE} is now ")
+    assert cache.current(planted(base_sha256="0" * 64).config)[1].startswith("stale: the base image ")

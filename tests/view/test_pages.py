@@ -131,3 +131,21 @@ def test_without_a_trajectory_the_cli_s_events_stand_in(tmp_path: Path) -> None:
     assert page is not None and "The CLI's events from agent.jsonl (3):" in page
     assert '<pre class="message">working</pre>' in page and '<code class="fn">click</code>' in page
     assert "turn 2" in page and "input_tokens" in page, "an item of another kind shows its fields"
+
+
+def test_the_attempt_page_says_whether_its_final_desktop_was_kept_and_how_to_open_it(tmp_path: Path) -> None:
+    sample = build_run(tmp_path, "kept", [Attempt("t-1", "fail"), Attempt("t-2", "pass"), Attempt("t-3", "fail")])
+    for task, record in (("t-1", {"kept": True, "path": "x", "bytes": 176_251_960, "save_sec": 1.4,
+                                  "holds": ["memory", "devices", "disk"]}),
+                         ("t-2", {"kept": False, "reason": "scored 1 (keep_final_desktop zeros keeps the others)"})):
+        meta_path = sample.run_dir / "tasks" / task / "meta.json"
+        write_json(meta_path, {**orjson.loads(meta_path.read_bytes()), "final_desktop": record})
+    site = Site(RunData(sample.run_dir))
+    kept = site.attempt("this", "tasks", "t-1", LINKS)
+    assert kept is not None and "Kept in <code>tasks/t-1/final-desktop/</code>: 176,251,960 bytes" in kept
+    assert f"python -m hcu.osworld.open_desktop {sample.run_dir} t-1</code>" in kept
+    assert f"python -m hcu.osworld.regrade {sample.run_dir} --tasks t-1</code>" in kept
+    let_go = site.attempt("this", "tasks", "t-2", LINKS)
+    assert let_go is not None and "Not kept: scored 1 (keep_final_desktop zeros keeps the others)" in let_go
+    older = site.attempt("this", "tasks", "t-3", LINKS)
+    assert older is not None and "meta.json says nothing of a final desktop" in older
