@@ -66,7 +66,8 @@ def attempts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Attempt]:
                  "--agent", "codex", "--max-model-calls", "40", "--token-log", str(token_log),
                  "--gateway", stack.gateway_url, "--scope-key-file", str(key_file), "--result-dir", str(result_dir),
                  "--run-id", unique_run_id(f"domains-{domain.replace('_', '-')}"), "--timeout-seconds", "600",
-                 "--no-progress-seconds", "180", "--asset-stand-ins", "--asset-cache", str(out / "stand-ins")],
+                 "--no-progress-seconds", "180", "--asset-stand-ins", "--asset-cache", str(out / "stand-ins"),
+                 "--keep-final-desktop", "none"],
                 capture_output=True, text=True, timeout=RUN_TIMEOUT, cwd=REPO_ROOT)
             log = proc.stdout + proc.stderr
             assert (result_dir / "result.json").is_file(), log[-3000:]
