@@ -43,6 +43,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
             warnings.warn(f"the session's kept desktops were not all removed: {exc}", stacklevel=1)
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own, which writes the groups into the test ids
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """A test that asks for the evaluator venv's interpreter needs `make osworld-venv`: mark it so. Each test that
     shares something costly with others gets the group of what it shares (xdist's loadgroup keeps a group on one
@@ -57,6 +58,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if groups[item.nodeid] is not None:
             item.add_marker(pytest.mark.xdist_group(groups[item.nodeid]))
     items.sort(key=lambda item: groups[item.nodeid] is None)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """On a worker under loadgroup, every grouped test's id carries its group (what the scheduler reads): a pytest
+    or xdist that loses it would run a module's fixtures on several workers at once, so stop instead."""
+    if WORKER_ENV in os.environ and session.config.getvalue("loadgroup"):
+        lost = [item.nodeid for item in session.items
+                if item.get_closest_marker("xdist_group") is not None and "@" not in item.nodeid]
+        if lost:
+            raise pytest.UsageError(f"xdist did not group {len(lost)} tests (first: {lost[0]}): check the versions "
+                                    "of pytest and pytest-xdist against pyproject.toml's pins")
 
 
 def shared_group(item: pytest.Item) -> str | None:
