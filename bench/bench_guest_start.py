@@ -9,7 +9,8 @@ Printed, in one process:
 - regrading against a whole attempt: one task through the queue from the snapshot with its desktop kept, then
   `regrade` of it, each timed (the attempt's duration from result.json, the regrade's from regrade.json);
 - a canary sweep over the demo's tasks of three domains (os, chrome, vlc) with `guest_start` cold, then snapshot:
-  wall time of each sweep and their ratio.
+  wall time of each sweep, their ratio, and whether each domain's canary found the same (status, setup steps,
+  evaluator score) both ways.
 Run standalone: `python bench/bench_guest_start.py` (about half an hour under TCG on 2 cores).
 """
 
@@ -103,7 +104,14 @@ def attempt_and_regrade(folder: Path) -> tuple[float, float]:
     return attempt, orjson.loads((task / "regrade.json").read_bytes())["duration_sec"]
 
 
-def sweep_sec(folder: Path, guest_start: str) -> float:
+def found(report: dict) -> tuple:
+    """What a canary found, apart from how its guest started (the status, each setup step, the evaluator's score)."""
+    return (report["status"], [(step["type"], step["ok"]) for step in report["setup_steps"]],
+            (report.get("evaluator") or {}).get("score"))
+
+
+def sweep(folder: Path, guest_start: str) -> tuple[float, dict[str, tuple]]:
+    """The sweep's wall time and what each domain's canary found."""
     index = folder / f"index-{guest_start}.json"
     index.write_bytes(orjson.dumps({domain: [task] for domain, task in SWEEP_TASKS.items()}))
     started = time.monotonic()
@@ -112,7 +120,10 @@ def sweep_sec(folder: Path, guest_start: str) -> float:
                     "--guest-docker-image", RUNNER, "--ram-size", SPEC.ram_size, "--guest-start", guest_start,
                     "--offline-assets", "--max-parallel", "1", "--boot-timeout", str(TIMEOUT_SEC)], check=True,
                    capture_output=True, timeout=3 * TIMEOUT_SEC, cwd=REPO_ROOT)
-    return time.monotonic() - started
+    seconds = time.monotonic() - started
+    reports = folder / f"sweep-{guest_start}" / "tasks"
+    return seconds, {domain: found(orjson.loads((reports / domain / task / "report.json").read_bytes()))
+                     for domain, task in SWEEP_TASKS.items()}
 
 
 def main() -> None:
@@ -131,7 +142,7 @@ def main() -> None:
         finally:
             cleanup(run_id=run_id)
         attempt, regraded = attempt_and_regrade(work)
-        sweeps = {mode: sweep_sec(work, mode) for mode in ("cold", "snapshot")}
+        sweeps = {mode: sweep(work, mode) for mode in ("cold", "snapshot")}
     cold_mean, restored_mean = statistics.mean(cold), statistics.mean(restored)
     print(f"QEMU stand-in ({RUNNER}, RAM {SPEC.ram_size}, volume {SPEC.volume_size_gb} GiB), {ROUNDS} rounds each")
     print(f"  cold boot to ready:       {cold_mean:7.1f} s   (each: {', '.join(f'{s:.1f}' for s in cold)})")
@@ -141,8 +152,13 @@ def main() -> None:
     print(f"  keeping a final desktop:  {keep_sec:7.1f} s held, {keep_bytes / 1e6:.0f} MB on disk")
     print(f"  regrade of a kept desktop: {regraded:6.1f} s   against its whole attempt {attempt:.1f} s "
           f"({regraded / attempt:.2f}x)")
-    print(f"  canary sweep of {len(SWEEP_TASKS)} tasks ({', '.join(SWEEP_TASKS)}): cold {sweeps['cold']:.1f} s, "
-          f"snapshot {sweeps['snapshot']:.1f} s ({sweeps['snapshot'] / sweeps['cold']:.2f}x)")
+    (cold_sec, cold_found), (snapshot_sec, snapshot_found) = sweeps["cold"], sweeps["snapshot"]
+    print(f"  canary sweep of {len(SWEEP_TASKS)} tasks ({', '.join(SWEEP_TASKS)}): cold {cold_sec:.1f} s, "
+          f"snapshot {snapshot_sec:.1f} s ({snapshot_sec / cold_sec:.2f}x)")
+    for domain in SWEEP_TASKS:
+        same = "the same" if cold_found[domain] == snapshot_found[domain] else "DIFFERENT"
+        print(f"    {domain}: {same} cold and from the snapshot: {snapshot_found[domain][0]}, "
+              f"{len(snapshot_found[domain][1])} setup steps, evaluator score {snapshot_found[domain][2]}")
 
 
 if __name__ == "__main__":
