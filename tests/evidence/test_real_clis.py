@@ -1,6 +1,9 @@
 """Real tier: for each of the four real CLIs the scripted model plays steps (with words beside its calls, and a
 rate limit that ends the first turn, so the session is resumed), and the trajectory collect_evidence builds holds
-exactly those tool calls, in order, each action with the screen after it, and the gateway's token counts."""
+exactly those tool calls, in order, each action with the screen after it, and the gateway's token counts. The same
+run is each CLI's end-to-end check as a CLI: the resumed session typed its command into the guest's terminal, the
+tool calls each CLI reports, every model call counted once against the scope's secret, and no upstream credential
+anywhere in the guest."""
 
 from __future__ import annotations
 
@@ -9,8 +12,10 @@ import signal
 import threading
 import time
 
+import orjson
 import pytest
 
+from hcu.demo.stand_in import STAND_IN_TOKEN
 from hcu.osworld.errors import Interrupted
 from hcu.osworld.evidence.atif import Trajectory
 from hcu.osworld.records.interrupts import StopSignals
@@ -23,6 +28,11 @@ from tests.evidence.played import AGENTS, FINAL, STEPS, THROTTLED, agent_calls, 
 
 pytestmark = [pytest.mark.docker, pytest.mark.artifacts]
 
+EXTRA_CALLS = {"codex": 0, "claude-code": 0, "gemini-cli": 0, "grok-build": 1}
+"""Side calls that reach the gateway besides the policy's steps (Grok's session title)."""
+REPORTED_TOOL_CALLS = {"codex": 5, "claude-code": 5, "gemini-cli": 5, "grok-build": 0}
+"""Tool calls the CLIs' event streams report over both turns (Grok 0.2.111 reports none)."""
+
 
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("agent", AGENTS)
@@ -30,7 +40,17 @@ def test_trajectory_holds_the_played_calls_in_order_with_screens(agent, tmp_path
     with live_run(agent, tmp_path, policy(STEPS, final=FINAL, faults=[THROTTLED])) as run:
         outcome = run.run_agent()
         assert outcome.turns == 2 and outcome.protocol_word == "TASK_COMPLETE", outcome
+        assert outcome.rate_limit_resumes == 1 and outcome.tool_calls == REPORTED_TOOL_CALLS[agent], outcome
         trajectory = run.collect(outcome.termination_reason)
+        _, typed, _ = run.guest.run(["cat", "/home/user/evidence.txt"])
+        assert typed.strip() == "evidence", "the resumed session's command ran in the guest's terminal"
+        leak_check = (f"grep -rl {STAND_IN_TOKEN} /home/user /tmp 2>/dev/null; "
+                      f"cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n' | grep -c {STAND_IN_TOKEN}")
+        assert run.guest.run(["sh", "-c", leak_check])[1].strip() == "0", "the upstream credential reached the guest"
+    rows = [orjson.loads(line) for line in run.token_log.read_bytes().splitlines()]
+    mine = [r for r in rows if r["task"] == run.ctx.scope]
+    assert [r["outcome"] for r in mine].count("rate_limited") >= 1, "the first turn ended on the gateway's verdict"
+    assert sum(r["counted"] for r in mine) == len(STEPS) + 1 + EXTRA_CALLS[agent], mine
     on_disk = Trajectory.model_validate_json((run.result_dir / TRAJECTORY_FILE).read_bytes())
     assert on_disk == trajectory
     assert_played(trajectory, run.result_dir, run.token_log, run.ctx.scope, PROMPT)

@@ -7,6 +7,7 @@ Layout of the cache (default `<state dir>/snapshots`, the `snapshot_cache` setti
     qemu-<config>/            a complete snapshot: entry.json (written last), state.zst, disk.qcow2, all read-only
     qemu-<config>.partial/    one being built, under qemu-<config>.lock (a killed build leaves it to the next)
     qemu-<config>.failures.json   why its last builds or restores failed
+    qemu-<config>.console.log     the console of its last build that did not come up
 
 `<config>` is a digest of what names a configuration (base image path, runner image reference, RAM, cores,
 volume size); entry.json records what makes the snapshot valid for it (the base image's sha256, the runner image
@@ -37,7 +38,7 @@ from hcu.osworld.errors import GuestError
 from hcu.osworld.guest import container_image
 from hcu.osworld.guest.docker_engine import docker_client, engine_calls
 from hcu.osworld.guest.kinds import GuestSpec, SavedDesktop
-from hcu.osworld.guest.lifecycle import remove_guest, start_guest
+from hcu.osworld.guest.lifecycle import BootRecord, remove_guest, start_guest
 from hcu.osworld.guest.machine_state import DISK_FILE, STATE_FILE, SavedMachine
 from hcu.osworld.guest.readiness import ReadinessStep
 from hcu.osworld.guest.state_dir import state_dir
@@ -198,8 +199,16 @@ class SnapshotCache:
         partial.mkdir()
         warm_up = AttemptId(run_id=attempt.run_id, task_id=f"snapshot-{config.name}", attempt=1)
         started = time.monotonic()
-        guest = start_guest(spec, warm_up, work_dir=partial / "boot", boot_timeout_sec=deadline - started,
-                            save_dir=partial)
+        boot = BootRecord()
+        try:
+            guest = start_guest(spec, warm_up, work_dir=partial / "boot", boot_timeout_sec=deadline - started,
+                                save_dir=partial, boot=boot)
+        except GuestError as exc:  # the warm-up's console outlives the partial folder: why it did not come up
+            if boot.console_log is None:
+                raise
+            kept = self.folder / f"{config.name}.console.log"
+            shutil.copyfile(boot.console_log, kept)
+            raise GuestError(f"{exc} (its console: {kept})") from exc
         try:
             boot_sec = round(time.monotonic() - started, 3)
             machine = spec.guest_kind.save_machine(guest, timeout_sec=GUEST_STATE.save_timeout_sec, then="quit")
@@ -217,6 +226,7 @@ class SnapshotCache:
             built_at=time.time(), boot_sec=boot_sec, readiness=guest.readiness)
         write_record(partial / ENTRY_FILE, entry)
         os.rename(partial, final)
+        (self.folder / f"{config.name}.console.log").unlink(missing_ok=True)
         return entry
 
     def remove_leftovers(self) -> list[Path]:
