@@ -94,6 +94,9 @@ class GuestStateDefaults(BaseModel):
     """Longest a save (of a final desktop, or of a snapshot's warm-up) may hold the guest."""
     snapshot_dir: str = "snapshots"
     """The snapshot cache under the host's state dir (`snapshot_cache` moves it)."""
+    screen_wait_sec: float = 120.0
+    """How long open_desktop waits for a ready guest's screen to answer before it prints its address (the test
+    desktop starts noVNC after readiness)."""
 
 
 GUEST_STATE = GuestStateDefaults()

@@ -10,13 +10,17 @@ group's test that compares with it may wait for the demo group's run."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 import warnings
 
+import docker.errors
 import pytest
+import requests
 
 from hcu.osworld.errors import HcuOSWorldError
+from hcu.osworld.guest.docker_engine import docker_client
 from hcu.osworld.guest.state_dir import STATE_DIR_ENV, state_dir
 from hcu.osworld.guest_state import kept
 from hcu.osworld.records.identity import LABEL_MANAGED
@@ -36,7 +40,7 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """The session's kept final desktops (a test desktop's are images of a few hundred MB each) go with it: they
     are registered in the session's own state directory, so nothing of another run is touched."""
-    if WORKER_ENV not in os.environ and (state_dir() / kept.LEDGER).exists():
+    if WORKER_ENV not in os.environ and (state_dir() / kept.LEDGER).exists() and _engine_answers():
         try:
             kept.remove_matching({LABEL_MANAGED: "1"}, kept_too=True)
         except HcuOSWorldError as exc:  # a guest a failed test left still uses one: the run's report comes first
@@ -58,6 +62,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if groups[item.nodeid] is not None:
             item.add_marker(pytest.mark.xdist_group(groups[item.nodeid]))
     items.sort(key=lambda item: groups[item.nodeid] is None)
+
+
+def _engine_answers() -> bool:
+    """Whether a Docker engine answers (none in the fast tier: then this session kept no test desktop)."""
+    try:
+        with contextlib.closing(docker_client()) as client:
+            return bool(client.ping())
+    except (docker.errors.DockerException, requests.RequestException):
+        return False
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

@@ -12,8 +12,12 @@ import shutil
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
 
+import requests
+
+from hcu.defaults import GUEST_STATE
 from hcu.flags import OneLineParser
 from hcu.osworld.errors import HcuOSWorldError
 from hcu.osworld.guest.kinds import GuestSpec
@@ -49,11 +53,13 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(work, ignore_errors=True)
         return 1
     try:
+        screen = f"http://{guest.host}:{guest.ports.vnc}/"
+        answers = screen_answers(screen, stop)
         saved = item.desktop.saved
         print(f"open_desktop: {item.task.id} (repeat {item.repeat}) as it was before its evaluator ran, holding "
               f"{', '.join(saved.holds)}" + (f" (not {', '.join(saved.lacks)})" if saved.lacks else ""))
-        print(f"  screen: http://{guest.host}:{guest.ports.vnc}/ (VNC over WebSocket; /vnc.html where the guest "
-              "serves noVNC)")
+        print(f"  screen: {screen} (VNC over WebSocket; /vnc.html where the guest serves noVNC)"
+              + ("" if answers else f"; not answering after {GUEST_STATE.screen_wait_sec:g} s"))
         print(f"  in-guest API: {guest.api_url()}")
         print("  Ctrl-C removes the guest and everything it started.", flush=True)
         stop.wait()
@@ -61,6 +67,18 @@ def main(argv: list[str] | None = None) -> int:
         remove_guest(guest)
         shutil.rmtree(work, ignore_errors=True)
     return 0
+
+
+def screen_answers(url: str, stop: threading.Event) -> bool:
+    """Whether the guest's screen port answers HTTP within GUEST_STATE.screen_wait_sec (or until Ctrl-C)."""
+    deadline = time.monotonic() + GUEST_STATE.screen_wait_sec
+    while True:
+        try:
+            requests.get(url, timeout=5)
+            return True
+        except requests.RequestException:
+            if time.monotonic() >= deadline or stop.wait(0.5):
+                return False
 
 
 if __name__ == "__main__":

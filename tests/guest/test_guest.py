@@ -18,6 +18,7 @@ from PIL import Image
 from pydantic import ValidationError
 
 from hcu.osworld.errors import ConfigurationError, GuestError, policy_for
+from hcu.osworld.guest import control as controls
 from hcu.osworld.guest import ports as port_leases
 from hcu.osworld.guest.api import GuestAPIError
 from hcu.osworld.guest.docker_engine import docker_client
@@ -389,6 +390,7 @@ def test_a_restored_qemu_guest_waits_for_its_state_and_mounts_every_image_read_o
         "/System.qcow2", "/hcu-control", "/hcu-save"]
     remove_overlay("restored")
     assert not below.exists() and saved_disk.exists(), "the link goes with the overlay, the saved disk stays"
+    assert controls.remove("restored") == files.control_dir, "its control folder goes by its owner"
 
 
 def test_test_desktop_config_asks_for_no_device_or_capability() -> None:
