@@ -16,7 +16,7 @@ from hcu import REPO_ROOT
 from tests.official_tasks import OFFICIAL_TASKS
 from tests.session import TEST_DESKTOP_IMAGE
 from tests.setup_eval.conftest import GUEST_PASSWORD, write_task
-from tests.setup_eval.test_canary_docker import assert_guest_removed
+from tests.setup_eval.test_canary_docker import assert_guest_removed, canary_run_id
 
 pytestmark = [pytest.mark.docker, pytest.mark.osworld]
 
@@ -25,7 +25,8 @@ def canary(tmp_path: Path, task_id: str, tasks_dir: Path, *extra: str) -> tuple[
     result_dir = tmp_path / "r"
     done = subprocess.run(
         [sys.executable, "-m", "hcu.osworld.setup_canary", "--task-id", task_id, "--tasks-dir", str(tasks_dir),
-         "--test-desktop", TEST_DESKTOP_IMAGE, "--result-dir", str(result_dir), "--client-password", GUEST_PASSWORD,
+         "--test-desktop", TEST_DESKTOP_IMAGE, "--result-dir", str(result_dir), "--run-id", canary_run_id(result_dir),
+         "--client-password", GUEST_PASSWORD,
          "--run-evaluator", "--offline-assets", "--asset-cache", str(tmp_path / "assets"), *extra],
         capture_output=True, text=True, timeout=600, cwd=REPO_ROOT)
     raw = (result_dir / "report.json").read_text()
@@ -53,7 +54,7 @@ def test_a_launch_of_a_missing_application_fails_setup_naming_it(tmp_path: Path)
                                "the guest answered POST /setup/launch -> HTTP 500: "
                                "[Errno 2] No such file or directory: 'code'")
     assert report["evaluator"] is None and "\n" not in report["error"]
-    assert_guest_removed(task_id)
+    assert_guest_removed(tmp_path / "r")
 
 
 def test_a_command_the_guest_cannot_run_fails_its_step_with_the_password_masked(tmp_path: Path) -> None:

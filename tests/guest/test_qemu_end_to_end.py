@@ -49,11 +49,11 @@ RENAME = [  # a look at the VM's screen, then the rename through the code channe
 GUEST_FLAGS = ["--guest-docker-image", QEMU_RUNNER_IMAGE, "--ram-size", QEMU_GUEST["ram_size"]]
 
 
-def labelled(run_id: str) -> list[str]:
+def labelled(run_id: str, *, volumes: bool = True) -> list[str]:
     selector = {"label": ["hcu.managed=1", f"hcu.run_id={run_id}"]}
     with contextlib.closing(docker_client()) as client:
         return ([c.name for c in client.containers.list(all=True, filters=selector)]
-                + [v.name for v in client.volumes.list(filters=selector)])
+                + ([v.name for v in client.volumes.list(filters=selector)] if volumes else []))
 
 
 def console_tail(record: dict) -> str:
@@ -223,12 +223,12 @@ class Cleaned:
 
 def kill_once_its_guest_runs(command: list[str], run_id: str, before_cleanup: Callable[[], object] = lambda: None,
                              ) -> Cleaned:
-    """`python -m COMMAND` killed with SIGKILL (its whole session) once a guest labelled `run_id` exists, then
-    `cleanup --run-id run_id`."""
+    """`python -m COMMAND` killed with SIGKILL (its whole session) once a guest container labelled `run_id` exists
+    (its volume comes first), then `cleanup --run-id run_id`."""
     killed = subprocess.Popen([sys.executable, "-m", *command], cwd=REPO_ROOT, stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL, start_new_session=True)
     try:
-        wait_for(lambda: labelled(run_id) or None, timeout_sec=600, what=f"the guest of {command[0]}")
+        wait_for(lambda: labelled(run_id, volumes=False) or None, timeout_sec=600, what=f"the guest of {command[0]}")
     finally:
         os.killpg(killed.pid, signal.SIGKILL)
         killed.wait(timeout=60)

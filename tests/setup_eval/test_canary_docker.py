@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import subprocess
 import sys
 from pathlib import Path
@@ -25,7 +26,7 @@ def canary(
     done = subprocess.run(
         [sys.executable, "-m", "hcu.osworld.setup_canary", "--benchmark-version", "v1", "--task-id", task_id,
          "--tasks-dir", str(tasks_dir), "--test-desktop", TEST_DESKTOP_IMAGE, "--result-dir", str(result_dir),
-         *extra],
+         "--run-id", canary_run_id(result_dir), *extra],
         capture_output=True, text=True, timeout=300, cwd=REPO_ROOT, env=env,
     )
     report_path = result_dir / "report.json"
@@ -33,11 +34,18 @@ def canary(
     return done.returncode, orjson.loads(report_path.read_bytes()), done.stderr
 
 
-def assert_guest_removed(task_id: str) -> None:
+def canary_run_id(result_dir: Path) -> str:
+    """The run id a test gives the canary writing into `result_dir`: its own, so that tests of the same task on
+    other workers do not see each other's guests."""
+    return "canary-" + hashlib.sha256(str(result_dir).encode()).hexdigest()[:12]
+
+
+def assert_guest_removed(result_dir: Path) -> None:
+    """The canary that wrote into `result_dir` left no container."""
     client = docker.from_env(timeout=30)
     try:
-        left = [c.name for c in client.containers.list(all=True, filters={"label": f"hcu.task_id={task_id}"})
-                if c.labels.get("hcu.run_id", "").startswith("canary-")]
+        left = [c.name for c in client.containers.list(
+            all=True, filters={"label": f"hcu.run_id={canary_run_id(result_dir)}"})]
     finally:
         client.close()
     assert left == [], f"the canary left its guest behind: {left}"
@@ -64,7 +72,7 @@ def test_canary_passes_and_the_untouched_state_scores_zero(
     assert report["evaluator"]["score"] == 0.0
     assert report["evaluator"]["metric"] == task["evaluator"]["func"]
     assert report["evaluator"]["details"]["metric_values"] == metric_values
-    assert_guest_removed(task_id)
+    assert_guest_removed(tmp_path / "r")
 
 
 @pytest.mark.docker
@@ -117,7 +125,7 @@ def test_offline_assets_with_an_empty_cache_fail_with_one_line(
     assert all(s["ok"] for s in report["setup_steps"][:-1])
     assert "\n" not in report["error"] and first_url in report["error"]
     assert asset_server.requests == []
-    assert_guest_removed(PHOTOS_TASK)
+    assert_guest_removed(tmp_path / "r")
 
 
 @pytest.mark.parametrize(
@@ -161,7 +169,7 @@ def test_sigterm_while_the_guest_boots_removes_it_and_reports_interrupted(
     proc = subprocess.Popen(
         [sys.executable, "-m", "hcu.osworld.setup_canary", "--benchmark-version", "v1", "--task-id", task_id,
          "--tasks-dir", str(official_tasks), "--test-desktop", TEST_DESKTOP_IMAGE, "--result-dir",
-         str(result_dir)],
+         str(result_dir), "--run-id", canary_run_id(result_dir)],
         cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )
     client = docker.from_env(timeout=30)
@@ -178,7 +186,7 @@ def test_sigterm_while_the_guest_boots_removes_it_and_reports_interrupted(
             proc.kill()
     report = orjson.loads((result_dir / "report.json").read_bytes())
     assert (report["status"], report["failure_classification"]) == ("failed", "interrupted")
-    assert_guest_removed(task_id)
+    assert_guest_removed(result_dir)
 
 
 @pytest.mark.docker
@@ -217,7 +225,7 @@ def test_a_v2_task_class_canary_runs_its_setup_and_scores_the_untouched_state(tm
     done = subprocess.run(
         [sys.executable, "-m", "hcu.osworld.setup_canary", "--benchmark-version", "v2", "--task-id", "901",
          "--tasks-dir", str(V2_TASKS), "--test-desktop", TEST_DESKTOP_IMAGE, "--result-dir", str(tmp_path / "r"),
-         "--run-evaluator"],
+         "--run-id", canary_run_id(tmp_path / "r"), "--run-evaluator"],
         capture_output=True, text=True, timeout=300, cwd=REPO_ROOT,
     )
     report = orjson.loads((tmp_path / "r" / "report.json").read_bytes())
@@ -226,4 +234,4 @@ def test_a_v2_task_class_canary_runs_its_setup_and_scores_the_untouched_state(tm
     assert report["evaluator"]["metric"] == "task_class.evaluate"
     assert report["evaluator"]["score"] == 0.0 and report["evaluator"]["details"]["task_result"]["lines"] is None
     assert report["osworld_python"].endswith(".venv-osworld/bin/python")
-    assert_guest_removed("901")
+    assert_guest_removed(tmp_path / "r")
