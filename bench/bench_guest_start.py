@@ -11,7 +11,7 @@ Printed, in one process:
 - a canary sweep over the demo's tasks of three domains (os, chrome, vlc) with `guest_start` cold, then snapshot:
   wall time of each sweep, their ratio, and whether each domain's canary found the same (status, setup steps,
   evaluator score) both ways.
-Run standalone: `python bench/bench_guest_start.py` (about half an hour under TCG on 2 cores).
+Run standalone: `python bench/bench_guest_start.py` (about 7 minutes under TCG on a quiet 2-core machine).
 """
 
 from __future__ import annotations
