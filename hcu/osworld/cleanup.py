@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     labels = selector(run_id=args.run_id, task_id=args.task_id, attempt=args.attempt, repeat=args.repeat)
     lines = report.lines()
     lines += [f"removed final desktop {path}" for path in kept.remove_matching(labels, kept_too=args.kept_desktops)]
-    lines += [f"removed snapshot build {path}" for path in SnapshotCache().remove_leftovers()]
+    lines += [f"removed snapshot build {path}" for path in SnapshotCache().remove_leftovers(labels)]
     for line in lines or ["nothing to remove"]:
         print(line)
     return 0

@@ -47,6 +47,8 @@ from hcu.record_io import Record, file_sha256, read_record, write_json, write_re
 
 FORMAT = 1
 """Changes when what a snapshot holds, or how it is restored, changes: every older snapshot is then missing."""
+BUILD_LABELS_FILE = "labels.json"
+"""In a build's partial folder: its warm-up guest's labels."""
 ENTRY_FILE = "entry.json"
 MAX_FAILURES = 2
 """A snapshot is built at first use and rebuilt once after a failure; then attempts boot cold until one restores."""
@@ -198,6 +200,7 @@ class SnapshotCache:
             raise GuestError(f"only {free / GIB:.1f} GiB free in {self.folder}")
         partial.mkdir()
         warm_up = AttemptId(run_id=attempt.run_id, task_id=f"snapshot-{config.name}", attempt=1)
+        write_json(partial / BUILD_LABELS_FILE, warm_up.labels())  # whose build it is: cleanup's filters match it
         started = time.monotonic()
         boot = BootRecord()
         try:
@@ -229,10 +232,14 @@ class SnapshotCache:
         (self.folder / f"{config.name}.console.log").unlink(missing_ok=True)
         return entry
 
-    def remove_leftovers(self) -> list[Path]:
-        """Folders of builds that were killed (no process holds their lock): what `cleanup` removes here."""
+    def remove_leftovers(self, labels: dict[str, str]) -> list[Path]:
+        """Folders of builds that were killed (no process holds their lock) whose warm-up's labels include all of
+        `labels`: what `cleanup` removes here."""
         removed = []
         for partial in sorted(self.folder.glob("*.partial")):
+            with contextlib.suppress(OSError, ValueError):
+                if not labels.items() <= orjson.loads((partial / BUILD_LABELS_FILE).read_bytes()).items():
+                    continue
             config_name = partial.name.removesuffix(".partial")
             with contextlib.suppress(Timeout), FileLock(str(self.folder / f"{config_name}.lock"), timeout=0):
                 _remove_tree(partial)
