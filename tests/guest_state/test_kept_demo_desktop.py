@@ -108,6 +108,7 @@ def test_a_regrade_after_the_evaluator_changed_gives_the_new_score(demo_run: Dem
 def test_open_desktop_serves_the_kept_desktop_until_ctrl_c_then_removes_it(demo_run: DemoRun,
                                                                            tmp_path: Path) -> None:
     run_dir = copy_of(demo_run, tmp_path)
+    run_id = orjson.loads((run_dir / "config.json").read_bytes())["run_id"]
     opened = subprocess.Popen([sys.executable, "-m", "hcu.osworld.open_desktop", str(run_dir), UNDONE],
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO_ROOT)
     try:
@@ -123,8 +124,7 @@ def test_open_desktop_serves_the_kept_desktop_until_ctrl_c_then_removes_it(demo_
     finally:
         if opened.poll() is None:
             opened.kill()
-            cleanup(run_id=f"{orjson.loads((run_dir / 'config.json').read_bytes())['run_id']}.open")
-    run_id = orjson.loads((run_dir / "config.json").read_bytes())["run_id"]
+            cleanup(run_id=f"{run_id}.open")  # what the killed command could not remove
     with contextlib.closing(docker.from_env(timeout=60)) as client:
         left = client.containers.list(all=True, filters={"label": f"hcu.run_id={run_id}.open"})
     assert left == [], "Ctrl-C removed the guest"

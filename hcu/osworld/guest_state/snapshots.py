@@ -207,10 +207,13 @@ class SnapshotCache:
             guest = start_guest(spec, warm_up, work_dir=partial / "boot", boot_timeout_sec=deadline - started,
                                 save_dir=partial, boot=boot)
         except GuestError as exc:  # the warm-up's console outlives the partial folder: why it did not come up
-            if boot.console_log is None:
+            kept, copied = self.folder / f"{config.name}.console.log", False
+            if boot.console_log is not None:
+                with contextlib.suppress(OSError):  # no room for it: the boot's own error is the one to report
+                    shutil.copyfile(boot.console_log, kept)
+                    copied = True
+            if not copied:
                 raise
-            kept = self.folder / f"{config.name}.console.log"
-            shutil.copyfile(boot.console_log, kept)
             raise GuestError(f"{exc} (its console: {kept})") from exc
         try:
             boot_sec = round(time.monotonic() - started, 3)
