@@ -11,7 +11,8 @@ from . import xinput
 from .runtime import limited
 
 TYPE_LIMIT_SEC = 300.0
-"""20,000 ASCII characters at 12 ms, or 1,500 non-ASCII ones at ~0.15 s, fit with room to spare."""
+"""20,000 ASCII characters at 12 ms, or 1,500 distinct non-ASCII ones (a 0.5 s pause per 18: keymap.py), fit
+with room to spare."""
 KEYS_HELP = (
     "xdotool combos pressed in order, e.g. ['ctrl+s'] or ['Down', 'Return']; "
     "names: Return, Tab, Escape, BackSpace, Delete, Up, Page_Down, F5, ..."

@@ -8,6 +8,8 @@ import time
 
 from mcp.server.mcpserver.exceptions import ToolError
 
+from . import keymap
+
 BUTTONS = {"left": 1, "middle": 2, "right": 3}
 SCROLL_BUTTONS = {"up": 4, "down": 5, "left": 6, "right": 7}
 MODIFIERS = {"ctrl": "ctrl", "control": "ctrl", "shift": "shift", "alt": "alt", "super": "super",
@@ -15,9 +17,8 @@ MODIFIERS = {"ctrl": "ctrl", "control": "ctrl", "shift": "shift", "alt": "alt", 
 TYPE_CHUNK = 50
 """Characters per `xdotool type` call: long strings in one call drop characters on slow X servers."""
 TYPE_DELAY_MS = 12
-REMAP_DELAY_MS = 60
 MAX_REMAPPED_CHARS = 1500
-"""Non-ASCII characters per `type` call (~0.15 s each); longer text should go through set_text."""
+"""Non-ASCII characters per `type` call; longer text should go through set_text."""
 DRAG_STEP_SEC = 0.1
 """Pause between drag steps; without it X applications see no motion between press and release."""
 
@@ -97,8 +98,8 @@ def display_size() -> tuple[int, int]:
 
 
 def type_text(text: str) -> None:
-    """Type ASCII in chunks; every other character alone and slower: xdotool remaps a spare keycode for
-    each one, and an application still reading the previous mapping drops the character (seen in GTK)."""
+    """Type ASCII in chunks through xdotool, newlines as Return, and every other character through keycodes
+    bound to it (keymap.py)."""
     remapped = sum(not char.isascii() for char in text)
     if remapped > MAX_REMAPPED_CHARS:
         raise ToolError(f"type: {remapped} non-ASCII characters exceed {MAX_REMAPPED_CHARS} per call; "
@@ -112,22 +113,18 @@ def type_text(text: str) -> None:
                 chunk = piece[offset : offset + TYPE_CHUNK]
                 xdotool("type", "--delay", str(TYPE_DELAY_MS), "--", chunk, timeout=10 + len(chunk) * 0.1)
         else:
-            xdotool("type", "--delay", str(REMAP_DELAY_MS), "--", piece, timeout=10)
-            time.sleep(REMAP_DELAY_MS / 1000)
+            keymap.type_unmapped(piece)
 
 
 def _runs(text: str) -> list[tuple[int, int]]:
-    """Spans of text: maximal ASCII runs, and each newline and non-ASCII character on its own."""
+    """Spans of text: maximal runs of ASCII and of other characters, and each newline on its own."""
+    kinds = ["\n" if char == "\n" else char.isascii() for char in text]
     spans: list[tuple[int, int]] = []
     start = 0
-    for index, char in enumerate(text):
-        if char == "\n" or not char.isascii():
-            if start < index:
-                spans.append((start, index))
-            spans.append((index, index + 1))
-            start = index + 1
-    if start < len(text):
-        spans.append((start, len(text)))
+    for index in range(1, len(text) + 1):
+        if index == len(text) or kinds[index] != kinds[start] or kinds[index] == "\n":
+            spans.append((start, index))
+            start = index
     return spans
 
 

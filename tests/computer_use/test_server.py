@@ -35,6 +35,15 @@ def ok_json(result: types.CallToolResult) -> dict:
     return json.loads(text_of(result))
 
 
+# The keysyms the guest's keyboard map holds now, read with the guest's own python-xlib.
+KEYSYMS_BOUND = """
+from Xlib.display import Display
+d = Display()
+low = d.display.info.min_keycode
+print(*{hex(sym) for syms in d.get_keyboard_mapping(low, d.display.info.max_keycode - low + 1) for sym in syms})
+"""
+
+
 async def find_one(client, **query) -> dict:
     matches = ok_json(await client.call_tool("find", query))["matches"]
     assert len(matches) == 1, matches
@@ -76,8 +85,11 @@ async def test_click_and_type_change_the_app(desktop: Desktop) -> None:
         button = await find_one(client, role="push button", name="Click me")
         x, y = centre(entry)
         assert not (await client.call_tool("click", {"x": x, "y": y})).is_error
-        typed = "héllo wörld ✓ 日本"
+        # more distinct characters than the map has spare keycodes (18): some are bound twice in the call
+        typed = "héllo wörld ✓ 日本 あいうえおかきくけこさしすせそ ÄÖÜ"
         assert not (await client.call_tool("type", {"text": typed})).is_error
+        bound = desktop.exec(["python3", "-c", KEYSYMS_BOUND])[1]
+        assert {"0xc4", "0xd6", "0xdc", hex(0x1000000 + ord("そ"))} <= set(bound.split()), "the last bindings stay"
         x, y = centre(button)
         assert not (await client.call_tool("click", {"x": x, "y": y})).is_error
         desktop.wait_for(lambda: desktop.ax_node("label")["name"] == "Clicked", "the label to read Clicked")

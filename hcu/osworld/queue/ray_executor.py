@@ -329,7 +329,9 @@ class RayExecutor:
             append_rows(self.config.token_log, payload["token_rows"], attempt_id.gateway_scope, self.merged)
         append_log(self.config.run_dir / "logs" / f"{active.key}.log", payload["log"])
         unpack_into(remote.task_dir, payload["files"], Path(payload["path"]) if payload["path"] else None)
-        remote.agent.discard.remote(name)  # not waited for: the copy is only a copy
+        # waited for: a later sweep ends the node's runners and would otherwise forget the copy's place
+        with contextlib.suppress(RayError, AttemptGone):  # the copy is only a copy: the results are home
+            ray.get(remote.agent.discard.remote(name), timeout=CALL_TIMEOUT_SEC)
         self.slots.free(remote.placement.slot)
         return None
 

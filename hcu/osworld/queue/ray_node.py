@@ -231,7 +231,8 @@ class NodeAgent:
 
     def discard(self, name: str) -> None:
         """The head has the attempt: its node-side copy goes."""
-        self.attempts.pop(name).discard()
+        self._attempt(name).discard()
+        del self.attempts[name]
 
     def end(self, name: str) -> None:
         """The head gave the attempt up (it is lost or no longer its task's current one): its runner stops."""
