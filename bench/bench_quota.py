@@ -142,7 +142,7 @@ def main() -> int:
     parser.add_argument("--factor", type=float, help="simulated seconds per real second (default: each quota's)")
     parser.add_argument("--quotas", default=",".join(q.name for q in QUOTAS), help="which quotas, e.g. A,C")
     args = parser.parse_args()
-    quotas = [quota for quota in QUOTAS if quota.name in args.quotas.split(",")]
+    quotas = [quota.at_fixed_ports() for quota in QUOTAS if quota.name in args.quotas.split(",")]
     logging.getLogger("hcu.gateway").setLevel(logging.ERROR)  # its rate-limit waits are the point here
     logging.getLogger("aiohttp.server").setLevel(logging.CRITICAL)  # calls cut by the horizon
     began, cpu = time.time(), time.process_time()

@@ -11,12 +11,13 @@ and its admission rule), so the rule runs with its real defaults over hours of s
 from __future__ import annotations
 
 import asyncio
+import socket
 import threading
 import time
 from collections import deque
 from collections.abc import Coroutine
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -98,6 +99,18 @@ class QuotaSpec:
     largest_multiple: int = 4
     """The largest fixed setting its campaigns run, in multiples of the attempts it serves at once (four times
     twenty attempts are more stand-ins than this one process answers in time)."""
+    ports: tuple[int, ...] = ()
+    """Each resource's port on 127.0.0.1 (none: any free one). A quota's resources keep their addresses from run
+    to run, as real upstreams do: a forecast uses what a pilot was delivered only on the same upstreams."""
+
+    def at_fixed_ports(self) -> QuotaSpec:
+        """This quota with a free port chosen for each resource, kept for all its runs."""
+        sockets = [socket.create_server(("127.0.0.1", 0)) for _ in self.resources]
+        try:
+            return replace(self, ports=tuple(sock.getsockname()[1] for sock in sockets))
+        finally:
+            for sock in sockets:
+                sock.close()
 
     @property
     def tpm(self) -> int:
@@ -142,7 +155,8 @@ class World:
 
     async def _start(self) -> None:
         resources = self.quota.resources if self.quota else ({"d1": 0},)
-        for deployments in resources:
+        ports = self.quota.ports if self.quota and self.quota.ports else (0,) * len(resources)
+        for deployments, port in zip(resources, ports, strict=True):
             limiter = None
             if self.quota is not None:
                 limits = {name: DeploymentLimit(tpm=tpm, rpm=tpm * RPM_PER_1000_TPM // 1000)
@@ -153,7 +167,7 @@ class World:
             state.requests = deque(maxlen=0)  # type: ignore[assignment]  # no record: thousands of 50 kB bodies
             runner = web.AppRunner(build_upstream_app(state=state), access_log=None)
             await runner.setup()
-            await web.TCPSite(runner, "127.0.0.1", 0).start()
+            await web.TCPSite(runner, "127.0.0.1", port).start()
             self.runners.append(runner)
             host = f"127.0.0.1:{runner.addresses[0][1]}"
             for name in deployments:

@@ -10,6 +10,9 @@ Throttled (`throttled=True`), the same attempts waited for its quota: the gatewa
 each of an attempt's first two rows, and p5's turn ended once on a rate limit, its session resumed after the run's
 `rate_limit_resume_delay` of RESUME_DELAY_SEC; p2's first attempt, set aside under retries/ (p2-1), ended
 `upstream_rate_limit` after 400 s in its agent phase and five rows.
+
+Spread over minutes (`spread=True`), each attempt's n-th row ends in minute n of the pilot (from MINUTE_ZERO), so
+rows of the same number share a minute; else all end within a minute.
 """
 
 from __future__ import annotations
@@ -29,14 +32,17 @@ DURATION_SEC = [700.0, 1300.0, 1000.0, 1300.0, 1600.0]
 RATE_LIMIT_WAIT_SEC = [0.0, 0.0, 300.0, 0.0, 0.0]
 THROTTLED_WAIT_SEC = [100.0, 300.0, 300.0, 300.0, 400.0]
 RESUME_DELAY_SEC = 100.0
+MINUTE_ZERO = 1_700_000_040.0
+"""A minute's first second (28,333,334 x 60)."""
 PRICES = {MODEL: {"input_usd_per_mtok": 1.25, "cached_input_usd_per_mtok": 0.125, "output_usd_per_mtok": 10.0}}
 ROW_COST = (4_000 * 1.25 + 6_000 * 0.125 + 200 * 10.0) / 1e6
 """One row at PRICES: 4,000 uncached input, 6,000 cached, 200 output."""
 
 
-def row(scope: str, number: int, wait: float = 0.0, model: str = MODEL) -> bytes:
-    return TokenLogRow(time=1_700_000_000.0 + number, task=scope, provider="openai", upstream="r1.example",
-                       model=model, path="/v1/responses", status=200, outcome="success", counted=True,
+def row(scope: str, number: int, wait: float = 0.0, model: str = MODEL, spread: bool = False) -> bytes:
+    end = MINUTE_ZERO + (60 * (number - 1) + 30 if spread else number)
+    return TokenLogRow(time=end, task=scope, provider="openai", upstream="r1.example", model=model,
+                       path="/v1/responses", status=200, outcome="success", counted=True,
                        calls_used=number, usage=TokenUsage(input_tokens=10_000, cached_input_tokens=6_000,
                                                            output_tokens=200),
                        latency_sec=1.0, rate_limit_wait_sec=wait, attempts=1).model_dump_json().encode() + b"\n"
@@ -55,7 +61,7 @@ def phases(agent_sec: float) -> list[PhaseTiming]:
 
 
 def build_pilot(run_dir: Path, *, agent: str = "codex", model: str = MODEL, torn: bool = False,
-                throttled: bool = False) -> Path:
+                throttled: bool = False, spread: bool = False) -> Path:
     """The pilot run directory described above."""
     tasks = [f"p{k}" for k in range(1, 6)]
     run_dir.mkdir(parents=True)
@@ -69,20 +75,20 @@ def build_pilot(run_dir: Path, *, agent: str = "codex", model: str = MODEL, torn
         attempt = 2 if task == "p1" or (throttled and task == "p2") else 1  # first attempts set aside
         scope = AttemptId(run_id=RUN_ID, task_id=task, attempt=attempt).gateway_scope
         for number in range(1, 10 * k + 1):
-            log += row(scope, number, waits[k - 1][number - 1] if number <= len(waits[k - 1]) else 0.0)
+            log += row(scope, number, waits[k - 1][number - 1] if number <= len(waits[k - 1]) else 0.0, spread=spread)
         if torn and k == 2:
             log += b'{"time": 1700000000.5, "task": "pilot.p2.a1", "provi' + TORN_LINE_END
         (run_dir / "tasks" / task).mkdir(parents=True)
         (run_dir / "tasks" / task / "result.json").write_bytes(result(
             task, attempt, phases(AGENT_SEC[k - 1]), DURATION_SEC[k - 1],
             rate_limit_resumes=int(throttled and task == "p5")))
-    log += row("another-run.p1.a1", 1)  # a gateway the pilot shared with another run
+    log += row("another-run.p1.a1", 1, 60.0, spread=spread)  # a gateway the pilot shared with another run
     if throttled:
         cut = run_dir / "retries" / "p2-1"
         cut.mkdir(parents=True)
         (cut / "result.json").write_bytes(result("p2", 1, phases(400.0), 500.0, status="error", score=None,
                                                  failure_classification="upstream_rate_limit", rate_limit_resumes=2))
-        log += b"".join(row("pilot.p2.a1", number, 60.0) for number in range(1, 6))
+        log += b"".join(row("pilot.p2.a1", number, 60.0, spread=spread) for number in range(1, 6))
     (run_dir / "gateway-tokens.jsonl").write_bytes(bytes(log))
     retried = run_dir / "retries" / "p1-1"
     retried.mkdir(parents=True)  # never reached the agent phase: says nothing about usage

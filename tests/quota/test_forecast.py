@@ -114,6 +114,33 @@ def test_a_throttled_pilot_counts_its_waits_once(tmp_path: Path) -> None:
     assert (below.wall_time_bound, below.wall_time_sec.expected) == ("attempts", pytest.approx(5_280))
 
 
+def test_the_quota_bounds_at_what_it_delivered_to_a_pilot_it_throttled(tmp_path: Path) -> None:
+    sample = pilot_sample(tmp_path, throttled=True, spread=True)
+    # minutes 0 and 1 hold every attempt's first two rows, which waited; minutes 0 to 4 p2-1's five, which waited:
+    # 5 throttled minutes. In them, rows 1 to 5 of the six attempts (another run's row is not the pilot's):
+    # 30 calls of 10,200 tokens, 306,000 tokens: 61,200 tokens and 6 calls a minute
+    delivered = sample.delivered[str(tmp_path / "pilot")]
+    assert (delivered.minutes, delivered.tokens, delivered.calls) == (5, 306_000, 30)
+    assert delivered.resources == {"r1.example"}
+    quota = {"openai": QuotaLimit(tpm=100_000, rpm=5)}
+    f = make_forecast(sample, campaign(max_active_tasks=4, quota=quota, upstreams=["r1.example@d1"]))
+    # tokens: 12 x 306,000 over 61,200 a minute, not the stated 100,000: 60 minutes, not 36.7
+    assert f.wall_time_bounds["tpm"].wall_time_sec.expected == pytest.approx(3_600)
+    assert f.wall_time_bounds["tpm"].of == ("tokens over the quota's rate (tpm it delivered in 5 throttled minutes of "
+                                            "the runs read, 61% of the 100000 tpm of openai)")
+    # calls: it delivered 6 a minute, more than the stated 5, which stays: 12 x 30 / 5 = 72 minutes, which binds
+    assert f.wall_time_bounds["rpm"].of == "model calls over the quota's rate (rpm of openai)"
+    assert (f.wall_time_bound, f.wall_time_sec.expected) == ("rpm", pytest.approx(4_320))
+    assert f.quota["tpm"].per_minute == 100_000, "what the quota states is printed as it is"
+    elsewhere = make_forecast(sample, campaign(max_active_tasks=4, quota={"openai": QuotaLimit(tpm=100_000)},
+                                               upstreams=["r2.example"]))
+    assert elsewhere.wall_time_bounds["tpm"].wall_time_sec.expected == pytest.approx(12 * 306_000 / 100_000 * 60)
+    assert (f"{tmp_path / 'pilot'}: its quota throttled it on r1.example, not this run's upstreams (r2.example): what "
+            "it was delivered is not used") in elsewhere.notes
+    # unthrottled, only p3's first row waited: one throttled minute says nothing of the quota
+    assert pilot_sample(tmp_path / "calm", spread=True).delivered == {}
+
+
 def test_the_totals_are_ranges(tmp_path: Path) -> None:
     f = make_forecast(pilot_sample(tmp_path), campaign())
     n, count = 5, 12

@@ -5,9 +5,10 @@ From a sample of attempt profiles (profile.py) and the campaign (how many attemp
 `max_active_tasks`): one attempt's figures as median and 90th percentile, and each total over the attempts to run
 as a 90% prediction interval (stats.py). The wall time is the largest of its bounds (wall.py): the attempts' length
 without their rate-limit waits at the number admitted at once, and the tokens and model calls over the quota's
-rates. Admitted at once: the smallest of `max_active_tasks` (under `"auto"` its ceiling, and the quota's safe
-concurrency, exact, which the admission starts at and then holds about: bench_quota.py measures it a little above)
-and, with the local executor, what this host's memory admits.
+rates (the smaller of what it states and what it delivered to a run it throttled: delivered.py). Admitted at once:
+the smallest of `max_active_tasks` (under `"auto"` its ceiling, and the quota's safe concurrency, exact, which the
+admission starts at and then holds about: bench_quota.py measures it a little above) and, with the local executor,
+what this host's memory admits.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel
 
-from hcu.osworld.quota.limits import QuotaLimit, capacity, safe_concurrency
+from hcu.osworld.quota.delivered import Delivered
+from hcu.osworld.quota.limits import Capacity, QuotaLimit, capacity, safe_concurrency
 from hcu.osworld.quota.profile import COUNTED_TOKENS, AttemptProfile, Sample
 from hcu.osworld.quota.stats import Range, Spread, spread, sum_range
 from hcu.osworld.quota.wall import WallBound, wall_bounds, wall_time
@@ -157,6 +159,8 @@ def make_forecast(sample: Sample, campaign: Campaign) -> Forecast:
         unknown.append("safe_concurrency: no rate of a kind the quota limits (see notes)")
     observed = "observed " if campaign.quota_observed else ""
     limits = {metric: capacity(quota, campaign.provider, campaign.upstreams, metric)[0] for metric in ("tpm", "rpm")}
+    delivered, said = as_delivered(limits, sample.delivered, campaign.upstreams)
+    notes += said
     memory = campaign.memory
     at_once = [(float(campaign.max_active_tasks), "auto's ceiling" if campaign.auto else "max_active_tasks")]
     if campaign.auto and safe is not None:
@@ -170,7 +174,7 @@ def make_forecast(sample: Sample, campaign: Campaign) -> Forecast:
     concurrency, binding = min(at_once, key=lambda item: item[0])
     tokens_total, calls_total = sum_range(tokens, count), sum_range(calls, count)
     bounds = wall_bounds(sum_range(_values(attempts, "unthrottled_sec"), count), (concurrency, binding),
-                         {"tpm": (tokens_total, limits["tpm"]), "rpm": (calls_total, limits["rpm"])}, observed)
+                         {"tpm": (tokens_total, delivered["tpm"]), "rpm": (calls_total, delivered["rpm"])}, observed)
     wall, bound = wall_time(bounds)
     notes += _waits_note(attempts)
     costs = _values(attempts, "cost_usd")
@@ -201,6 +205,32 @@ def make_forecast(sample: Sample, campaign: Campaign) -> Forecast:
         tokens_total=tokens_total, calls_total=calls_total, wall_time_sec=wall,
         wall_time_bound=bound, wall_time_bounds=bounds,
         cost_usd=sum_range(costs, count) if campaign.priced else Range(), unknown=unknown, notes=notes)
+
+
+def as_delivered(limits: dict[str, Capacity | None], delivered: dict[str, Delivered],
+                 upstreams: list[str] | None) -> tuple[dict[str, Capacity | None], list[str]]:
+    """Each limit as the quota bounds the wall time: the smaller of its stated rate and what it delivered while it
+    bound in the runs read that it throttled on the same upstream resources (delivered.py), with notes on the runs
+    left out."""
+    if not delivered:
+        return limits, []
+    resources = None if upstreams is None else frozenset(label.partition("@")[0] for label in upstreams)
+    same = {path: d for path, d in delivered.items() if d.resources == resources}
+    notes = [f"{path}: its quota throttled it on {', '.join(sorted(d.resources))}, not this run's upstreams "
+             f"({'unknown' if resources is None else ', '.join(sorted(resources))}): what it was delivered is not used"
+             for path, d in delivered.items() if path not in same]
+    if not same:
+        return limits, notes
+    minutes = sum(d.minutes for d in same.values())
+    bounded: dict[str, Capacity | None] = {}
+    for metric, cap in limits.items():
+        rate = sum(d.per_minute(metric) * d.minutes for d in same.values()) / minutes
+        if cap is None or rate >= cap.per_minute:
+            bounded[metric] = cap
+            continue
+        bounded[metric] = Capacity(max(1, round(rate)), f"{metric} it delivered in {minutes} throttled minutes of "
+                                   f"the runs read, {rate / cap.per_minute:.0%} of the {cap.per_minute} {cap.of}")
+    return bounded, notes
 
 
 def _waits_note(attempts: list[AttemptProfile]) -> list[str]:

@@ -30,6 +30,7 @@ from pydantic import ValidationError
 from hcu.gateway.tokenlog import TokenLogRow
 from hcu.osworld.agents import agent_cli
 from hcu.osworld.errors import HcuOSWorldError
+from hcu.osworld.quota.delivered import Delivered, DeliveredMeter
 from hcu.osworld.records.cost import Cost, ModelPrice
 from hcu.osworld.records.identity import AttemptId, attempt_of_scope
 from hcu.osworld.records.layout import RESULT_FILE
@@ -125,6 +126,8 @@ class Sample:
     """One line per run read: how many attempts it gave."""
     notes: list[str] = field(default_factory=list)
     """Lines skipped, logs set aside, settings that differ."""
+    delivered: dict[str, Delivered] = field(default_factory=dict)
+    """Per run read (its path) that its quota throttled: what the quota delivered while it bound (delivered.py)."""
 
 
 @dataclass(frozen=True)
@@ -178,7 +181,10 @@ def read_pilots(paths: list[Path], agent: str, model: str, effort: str | None,
         run = open_pilot(path, agent, model)
         if run.effort is not None and effort is not None and run.effort != effort:
             sample.notes.append(f"{path} ran effort {run.effort}; this run's is {effort}")
-        usages = _usage_by_scope(run, model, prices, sample.notes)
+        meter = DeliveredMeter()
+        usages = _usage_by_scope(run, provider, model, prices, sample.notes, meter)
+        if (delivered := meter.delivered()) is not None:
+            sample.delivered[str(path)] = delivered
         found = with_tokens = cut_short = 0
         for result_path in sorted([*path.glob(f"tasks/*/{RESULT_FILE}"), *path.glob(f"retries/*/{RESULT_FILE}")]):
             result = result_if_readable(result_path)
@@ -208,9 +214,10 @@ def _scope_of(result: TaskResult | None, run_id: str) -> str | None:
     return attempt.gateway_scope if attempt.run_id == run_id else None
 
 
-def _usage_by_scope(run: PilotRun, model: str, prices: dict[str, ModelPrice],
-                    notes: list[str]) -> dict[str, tuple[Usage, Cost]] | None:
-    """Each attempt scope's usage and cost in the run's token log; None (with a note) when it has no usable log."""
+def _usage_by_scope(run: PilotRun, provider: str, model: str, prices: dict[str, ModelPrice], notes: list[str],
+                    meter: DeliveredMeter) -> dict[str, tuple[Usage, Cost]] | None:
+    """Each attempt scope's usage and cost in the run's token log, each row also added to `meter`; None (with a
+    note) when it has no usable log."""
     if run.token_log is None:
         notes.append(f"{run.path}: no token log; its attempts give durations only")
         return None
@@ -231,7 +238,10 @@ def _usage_by_scope(run: PilotRun, model: str, prices: dict[str, ModelPrice],
         usage, cost = scopes.setdefault(row.task, (Usage(fully_accounted=True), Cost()))
         if row.model is not None and row.model != model:
             other_model.add(row.task)
+        counted_before = quota_tokens(provider, usage)
         add_row(usage, row)
+        meter.add(row.time, row.upstream, row.rate_limit_wait_sec > 0 or row.outcome == "rate_limited",
+                  quota_tokens(provider, usage) - counted_before, int(row.counted))
         cost.add(row.model_dump(), prices)
     if unreadable:
         shown = ", ".join(str(n) for n in unreadable[:SHOWN_LINES]) + (", ..." if len(unreadable) > SHOWN_LINES else "")

@@ -6,8 +6,9 @@ Three bounds, each a total over the attempts to run with its 90% prediction inte
   `"auto"`, or this host's memory, the smaller). An attempt's length is its duration less its rate-limit waits
   (profile.py): a pilot run on the campaign's quota, and often throttled by it, waited for that quota, which the
   next bounds count; left in the length, its waits would make the campaign longer twice.
-- `tpm`: the tokens to spend over the quota's tokens per minute;
-- `rpm`: the model calls over its requests per minute.
+- `tpm`: the tokens to spend over the quota's tokens per minute (or over what it delivered while it bound, when a
+  run read was throttled on the same upstreams and was delivered less: delivered.py);
+- `rpm`: the model calls over its requests per minute (the same).
 
 The campaign takes at least each of them: its expected wall time is the largest expected value, its range the
 largest low and the largest high (unknown where a bound has no range), and the forecast names the bound the
