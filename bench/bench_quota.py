@@ -38,10 +38,11 @@ rounds of attempts at twice and four times what it serves at once, on the same q
 settings stop at twice gets no pilot at four times), against the campaign's measured wall time per valid result:
 before (the formula the forecast had: the attempts' whole durations, waits included, over the smaller of the count
 and the quota's safe concurrency) and after (the largest of the bounds: the attempts' length less their rate-limit
-waits at the count admitted, under auto the safe concurrency; the tokens and the model calls over the quota's rates;
-the bound taken is named). Figures are printed, never asserted. On a shared machine runs differ by a few percent: this
-process's own time per call (printed; about a twentieth of a step) moves with the machine's load, and the
-admission's course with it.
+waits at the count admitted, under auto the safe concurrency; the tokens and the model calls over the quota's rates,
+or over what it delivered to the pilot while it bound where that is less; the bound taken is named). A quota's
+resources keep their ports from run to run, so its pilots and campaigns run on the same upstreams. Figures are
+printed, never asserted. On a shared machine runs differ by a few percent: this process's own time per call
+(printed; about a twentieth of a step) moves with the machine's load, and the admission's course with it.
 
     python bench/bench_quota.py [--factor F] [--quotas A,B,C]
 """
@@ -60,10 +61,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the scenario's modules beside this one
 
-from bench.quota_profile import plan_tasks  # noqa: E402
+from bench.quota_profile import MODEL, plan_tasks  # noqa: E402
 from bench.quota_scenario import AUTO, Horizon, RunFigures, run_campaign  # noqa: E402
 from bench.quota_world import QuotaSpec  # noqa: E402
 from hcu.osworld.quota.forecast import Forecast  # noqa: E402
+from hcu.osworld.quota.profile import read_pilots  # noqa: E402
 from hcu.osworld.quota.stats import Range  # noqa: E402
 
 SEED = 20261202
@@ -107,6 +109,16 @@ def row(quota: QuotaSpec, label: str, run: RunFigures, charged: float, unthrottl
                f"{run.wait_share:6.1%}", f"{run.rate_limited:3d}", f"{run.held_sec / (run.end - run.start):5.1f}",
                *(f"{text:>7}" for text in errors)]
     return f"{quota.name:<2}{label:<16}" + "  ".join(figures)
+
+
+def delivered_note(pilot: Path, quota: QuotaSpec) -> str:
+    """What the quota delivered to a pilot it throttled, in the tokens the forecast counts (delivered.py)."""
+    delivered = read_pilots([pilot], "codex", MODEL, None, {}).delivered.get(str(pilot))
+    if delivered is None:
+        return "too few throttled minutes to say what the quota delivered"
+    rate = delivered.per_minute("tpm")
+    return (f"delivered {rate / 1000:.0f}k counted tokens a minute over {delivered.minutes} throttled minutes, "
+            f"{rate / quota.tpm:.0%} of its {quota.tpm // 1000}k TPM")
 
 
 def before(forecast: Forecast) -> Range:
@@ -186,7 +198,7 @@ def main() -> int:
                              f"({multiple}x, time 1:{args.factor or min(factor, THROTTLED_FACTOR):g}): "
                              f"{throttled_pilot.valid_ended} valid, waits "
                              f"{throttled_pilot.wait_share:.1%}, {throttled_pilot.rate_limited} ended "
-                             "upstream_rate_limit")
+                             f"upstream_rate_limit; {delivered_note(root / name, quota)}")
             fixed = [(max(1, served // 2), "half"), (served, "at"), (2 * served, "twice"), (4 * served, "four times")]
             fixed = [(count, label) for count, label in fixed if count <= quota.largest_multiple * served]
             for setting, label in [*fixed, (AUTO, "auto")]:
