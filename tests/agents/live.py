@@ -69,6 +69,9 @@ def _add_file(tar: tarfile.TarFile, guest_path: str, host_path: Path, mode: int)
         tar.addfile(_info(guest_path, tarfile.REGTYPE, mode, host_path.stat().st_size), fh)
 
 
+API_LISTENS = "import socket; socket.create_connection(('127.0.0.1', 5000), timeout=2).close()"
+
+
 @contextmanager
 def desktop_container(run_id: str, task_id: str) -> Iterator[Guest]:
     client = docker.from_env(timeout=120)
@@ -82,6 +85,10 @@ def desktop_container(run_id: str, task_id: str) -> Iterator[Guest]:
         deadline = time.monotonic() + 60
         while b"DESKTOP_READY" not in container.logs():
             assert time.monotonic() < deadline, "the test desktop printed no DESKTOP_READY within 60 s"
+            time.sleep(0.2)
+        # its API server starts beside the desktop, not before DESKTOP_READY: wait until it listens
+        while container.exec_run(["python3", "-c", API_LISTENS]).exit_code != 0:
+            assert time.monotonic() < deadline, "the test desktop's API did not listen within 60 s"
             time.sleep(0.2)
         yield Guest(container)
     finally:

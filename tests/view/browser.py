@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.remote.webelement import WebElement
@@ -36,7 +37,9 @@ def chromium(profile: Path) -> Iterator[WebDriver]:
 
 
 def wait_for(driver: WebDriver, condition: Callable[[WebDriver], T], what: str) -> T:
-    return WebDriverWait(driver, WAIT_SEC).until(condition, message=f"waited {WAIT_SEC} s for {what}")
+    """Until `condition` holds; an element the page replaced while it was read (stale) is read again."""
+    return WebDriverWait(driver, WAIT_SEC, ignored_exceptions=[StaleElementReferenceException]).until(
+        condition, message=f"waited {WAIT_SEC} s for {what}")
 
 
 def visible_rows(driver: WebDriver, table_id: str) -> list[WebElement]:
