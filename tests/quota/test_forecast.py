@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from hcu.osworld.quota.delivered import ResourceDelivered
 from hcu.osworld.quota.forecast import Campaign, MemoryFit, make_forecast
 from hcu.osworld.quota.limits import QuotaLimit
 from hcu.osworld.quota.profile import PilotError, open_pilot, read_pilots
@@ -117,23 +118,26 @@ def test_a_throttled_pilot_counts_its_waits_once(tmp_path: Path) -> None:
 def test_the_quota_bounds_at_what_it_delivered_to_a_pilot_it_throttled(tmp_path: Path) -> None:
     sample = pilot_sample(tmp_path, throttled=True, spread=True)
     # minutes 0 and 1 hold every attempt's first two rows, which waited; minutes 0 to 4 p2-1's five, which waited:
-    # 5 throttled minutes. In them, rows 1 to 5 of the six attempts (another run's row is not the pilot's):
-    # 30 calls of 10,200 tokens, 306,000 tokens: 61,200 tokens and 6 calls a minute
+    # 5 throttled minutes on r1.example. In them, rows 1 to 5 of the six attempts (another run's row is not the
+    # pilot's): 30 calls of 10,200 tokens, 306,000 tokens: 61,200 tokens and 6 calls a minute
     delivered = sample.delivered[str(tmp_path / "pilot")]
-    assert (delivered.minutes, delivered.tokens, delivered.calls) == (5, 306_000, 30)
-    assert delivered.resources == {"r1.example"}
-    quota = {"openai": QuotaLimit(tpm=100_000, rpm=5)}
+    assert delivered.by_resource["r1.example"] == ResourceDelivered(minutes=5, tokens=306_000, calls=30)
+    quota = {"openai": QuotaLimit(tpm=100_000, rpm=10)}
     f = make_forecast(sample, campaign(max_active_tasks=4, quota=quota, upstreams=["r1.example@d1"]))
-    # tokens: 12 x 306,000 over 61,200 a minute, not the stated 100,000: 60 minutes, not 36.7
+    # the pilot got 61.2% of the stated tokens and 60% of the stated calls: tokens bound it, and bound at 61,200:
+    # 12 x 306,000 tokens over 61,200 a minute, 60 minutes (36.7 at the stated rate)
     assert f.wall_time_bounds["tpm"].wall_time_sec.expected == pytest.approx(3_600)
     assert f.wall_time_bounds["tpm"].of == ("tokens over the quota's rate (tpm it delivered in 5 throttled minutes of "
-                                            "the runs read, 61% of the 100000 tpm of openai)")
-    # calls: it delivered 6 a minute, more than the stated 5, which stays: 12 x 30 / 5 = 72 minutes, which binds
+                                            "its resources in the runs read, 61% of the 100000 tpm of openai)")
+    # calls did not bind the pilot: their stated rate stays, 12 x 30 / 10 = 36 minutes
     assert f.wall_time_bounds["rpm"].of == "model calls over the quota's rate (rpm of openai)"
-    assert (f.wall_time_bound, f.wall_time_sec.expected) == ("rpm", pytest.approx(4_320))
+    assert f.wall_time_bounds["rpm"].wall_time_sec.expected == pytest.approx(2_160)
+    assert (f.wall_time_bound, f.wall_time_sec.expected) == ("tpm", pytest.approx(3_600))
     assert f.quota["tpm"].per_minute == 100_000, "what the quota states is printed as it is"
-    elsewhere = make_forecast(sample, campaign(max_active_tasks=4, quota={"openai": QuotaLimit(tpm=100_000)},
-                                               upstreams=["r2.example"]))
+    # a pilot delivered more than the quota states: the stated rate stays (12 x 306,000 / 50,000 minutes)
+    above = make_forecast(sample, campaign(quota={"openai": QuotaLimit(tpm=50_000)}, upstreams=["r1.example@d1"]))
+    assert above.wall_time_bounds["tpm"].wall_time_sec.expected == pytest.approx(12 * 306_000 / 50_000 * 60)
+    elsewhere = make_forecast(sample, campaign(max_active_tasks=4, quota=quota, upstreams=["r2.example"]))
     assert elsewhere.wall_time_bounds["tpm"].wall_time_sec.expected == pytest.approx(12 * 306_000 / 100_000 * 60)
     assert (f"{tmp_path / 'pilot'}: its quota throttled it on r1.example, not this run's upstreams (r2.example): what "
             "it was delivered is not used") in elsewhere.notes

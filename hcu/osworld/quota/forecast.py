@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel
 
-from hcu.osworld.quota.delivered import Delivered
+from hcu.osworld.quota.delivered import Delivered, per_minute
 from hcu.osworld.quota.limits import Capacity, QuotaLimit, capacity, safe_concurrency
 from hcu.osworld.quota.profile import COUNTED_TOKENS, AttemptProfile, Sample
 from hcu.osworld.quota.stats import Range, Spread, spread, sum_range
@@ -209,28 +209,26 @@ def make_forecast(sample: Sample, campaign: Campaign) -> Forecast:
 
 def as_delivered(limits: dict[str, Capacity | None], delivered: dict[str, Delivered],
                  upstreams: list[str] | None) -> tuple[dict[str, Capacity | None], list[str]]:
-    """Each limit as the quota bounds the wall time: the smaller of its stated rate and what it delivered while it
-    bound in the runs read that it throttled on the same upstream resources (delivered.py), with notes on the runs
-    left out."""
+    """The limits as the quota bounds the wall time: the one that bound the runs read that it throttled on the same
+    upstream resources (the largest share of its stated rate delivered) at what it delivered to them, when that is
+    less than it states (delivered.py); with notes on the runs left out."""
     if not delivered:
         return limits, []
     resources = None if upstreams is None else frozenset(label.partition("@")[0] for label in upstreams)
-    same = {path: d for path, d in delivered.items() if d.resources == resources}
+    same = [d for d in delivered.values() if d.resources == resources]
     notes = [f"{path}: its quota throttled it on {', '.join(sorted(d.resources))}, not this run's upstreams "
              f"({'unknown' if resources is None else ', '.join(sorted(resources))}): what it was delivered is not used"
-             for path, d in delivered.items() if path not in same]
-    if not same:
+             for path, d in delivered.items() if d.resources != resources]
+    shares = {metric: per_minute(same, metric) / cap.per_minute for metric, cap in limits.items()
+              if cap is not None and same}
+    bound = max(shares, key=lambda metric: shares[metric], default=None)
+    cap = limits.get(bound) if bound else None
+    if bound is None or cap is None or shares[bound] >= 1:
         return limits, notes
-    minutes = sum(d.minutes for d in same.values())
-    bounded: dict[str, Capacity | None] = {}
-    for metric, cap in limits.items():
-        rate = sum(d.per_minute(metric) * d.minutes for d in same.values()) / minutes
-        if cap is None or rate >= cap.per_minute:
-            bounded[metric] = cap
-            continue
-        bounded[metric] = Capacity(max(1, round(rate)), f"{metric} it delivered in {minutes} throttled minutes of "
-                                   f"the runs read, {rate / cap.per_minute:.0%} of the {cap.per_minute} {cap.of}")
-    return bounded, notes
+    minutes = sum(d.minutes for d in same)
+    return {**limits, bound: Capacity(max(1, round(cap.per_minute * shares[bound])), (
+        f"{bound} it delivered in {minutes} throttled minutes of its resources in the runs read, "
+        f"{shares[bound]:.0%} of the {cap.per_minute} {cap.of}"))}, notes
 
 
 def _waits_note(attempts: list[AttemptProfile]) -> list[str]:
