@@ -39,7 +39,8 @@ settings stop at twice gets no pilot at four times), against the campaign's meas
 before (the formula the forecast had: the attempts' whole durations, waits included, over the smaller of the count
 and the quota's safe concurrency) and after (the largest of the bounds: the attempts' length less their rate-limit
 waits at the count admitted, under auto the safe concurrency; the tokens and the model calls over the quota's rates,
-or over what it delivered to the pilot while it bound where that is less; the bound taken is named). A quota's
+or, for the limit that bound the pilot, over what each resource delivered to it while it refused, where that is less;
+the bound taken is named). A quota's
 resources keep their ports from run to run, so its pilots and campaigns run on the same upstreams. Figures are
 printed, never asserted. On a shared machine runs differ by a few percent: this process's own time per call
 (printed; about a twentieth of a step) moves with the machine's load, and the admission's course with it.
@@ -64,6 +65,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the scenario'
 from bench.quota_profile import MODEL, plan_tasks  # noqa: E402
 from bench.quota_scenario import AUTO, Horizon, RunFigures, run_campaign  # noqa: E402
 from bench.quota_world import QuotaSpec  # noqa: E402
+from hcu.osworld.quota.delivered import per_minute  # noqa: E402
 from hcu.osworld.quota.forecast import Forecast  # noqa: E402
 from hcu.osworld.quota.profile import read_pilots  # noqa: E402
 from hcu.osworld.quota.stats import Range  # noqa: E402
@@ -116,9 +118,9 @@ def delivered_note(pilot: Path, quota: QuotaSpec) -> str:
     delivered = read_pilots([pilot], "codex", MODEL, None, {}).delivered.get(str(pilot))
     if delivered is None:
         return "too few throttled minutes to say what the quota delivered"
-    rate = delivered.per_minute("tpm")
-    return (f"delivered {rate / 1000:.0f}k counted tokens a minute over {delivered.minutes} throttled minutes, "
-            f"{rate / quota.tpm:.0%} of its {quota.tpm // 1000}k TPM")
+    rate = per_minute([delivered], "tpm")
+    return (f"delivered {rate / 1000:.0f}k counted tokens a minute over {delivered.minutes} throttled minutes of its "
+            f"resources, {rate / quota.tpm:.0%} of its {quota.tpm // 1000}k TPM")
 
 
 def before(forecast: Forecast) -> Range:
