@@ -239,6 +239,8 @@ class EvidenceDefaults(BaseModel):
     """A CLI's own transcript (images removed in the guest), where its event stream lacks the tool calls."""
     recording_max_bytes: int = 2 * 1024**3
     """The longest screen recording brought home (~5 h of a 1080p desktop)."""
+    clock_readings: int = 3
+    """Readings of the guest's clock at collect; the one with the shortest round trip places its tool calls."""
 
 
 EVIDENCE = EvidenceDefaults()

@@ -201,4 +201,4 @@ class Trajectory(_Open):
     extra: dict[str, Any] | None = None
     """hcu: `attempt_id`, `ended` (why the attempt ended: completed, max_model_calls, timeout, interrupted, a failure
     class), `size_cap_bytes` and `dropped` (what the per-attempt size cap left out), `clock_offset_sec` (guest
-    clock minus host clock, as measured at collect)."""
+    clock minus host clock, as measured at collect: 0 when within the reading's round trip, `clock_uncertainty_sec`)."""
