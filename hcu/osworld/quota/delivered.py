@@ -84,9 +84,10 @@ class DeliveredMeter:
 
     def delivered(self) -> Delivered | None:
         """Over each resource's minutes with a wait (None: a resource had fewer than THROTTLED_MINUTES of them)."""
-        throttled: dict[str, list[_Minute]] = defaultdict(list)
+        throttled: dict[str, list[_Minute]] = {resource: [] for resource, _ in self.minutes}
         for (resource, _), minute in self.minutes.items():
-            throttled[resource] += [minute] if minute.throttled else []
+            if minute.throttled:
+                throttled[resource].append(minute)
         if not throttled or any(len(minutes) < THROTTLED_MINUTES for minutes in throttled.values()):
             return None
         return Delivered({resource: ResourceDelivered(len(minutes), sum(m.tokens for m in minutes),

@@ -212,20 +212,19 @@ def as_delivered(limits: dict[str, Capacity | None], delivered: dict[str, Delive
     """The limits as the quota bounds the wall time: the one that bound the runs read that it throttled on the same
     upstream resources (the largest share of its stated rate delivered) at what it delivered to them, when that is
     less than it states (delivered.py); with notes on the runs left out."""
-    if not delivered:
-        return limits, []
     resources = None if upstreams is None else frozenset(label.partition("@")[0] for label in upstreams)
     same = [d for d in delivered.values() if d.resources == resources]
     notes = [f"{path}: its quota throttled it on {', '.join(sorted(d.resources))}, not this run's upstreams "
              f"({'unknown' if resources is None else ', '.join(sorted(resources))}): what it was delivered is not used"
              for path, d in delivered.items() if d.resources != resources]
-    shares = {metric: per_minute(same, metric) / cap.per_minute for metric, cap in limits.items()
-              if cap is not None and same}
-    bound = max(shares, key=lambda metric: shares[metric], default=None)
-    cap = limits.get(bound) if bound else None
-    if bound is None or cap is None or shares[bound] >= 1:
+    capped = {metric: cap for metric, cap in limits.items() if cap is not None}
+    if not same or not capped:
         return limits, notes
-    minutes = sum(d.minutes for d in same)
+    shares = {metric: per_minute(same, metric) / cap.per_minute for metric, cap in capped.items()}
+    bound = max(shares, key=shares.__getitem__)
+    if shares[bound] >= 1:
+        return limits, notes
+    cap, minutes = capped[bound], sum(d.minutes for d in same)
     return {**limits, bound: Capacity(max(1, round(cap.per_minute * shares[bound])), (
         f"{bound} it delivered in {minutes} throttled minutes of its resources in the runs read, "
         f"{shares[bound]:.0%} of the {cap.per_minute} {cap.of}"))}, notes
